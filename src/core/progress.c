@@ -1,0 +1,192 @@
+/* The progress engine: one thread per context, started with the first QP.
+ *
+ * It sleeps in epoll_wait on the context's UDP sockets and an eventfd, so a
+ * one-sided WRITE or READ aimed at this process completes without the
+ * application calling any verb.  Its timeout is the earliest armed QP timer
+ * (retransmission, RNR back-off); ctx->timer_ns holds that deadline and a QP
+ * that arms an earlier one wakes the thread through the eventfd.
+ *
+ * Sending is not the thread's job: ibv_post_send builds and transmits packets
+ * in the caller's thread; the thread only sends what incoming packets and
+ * timers cause (ACKs, READ responses, the rest of a send window).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uroce.h"
+
+uint64_t uroce_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void uroce_progress_wake(struct uroce_ctx *ctx)
+{
+	uint64_t one = 1;
+
+	if (ctx->wake_fd >= 0 && write(ctx->wake_fd, &one, sizeof(one)) < 0)
+		ur_trace("wake: %s", strerror(errno));
+}
+
+/* Fire expired timers; return the next deadline (0 = none). */
+static uint64_t run_timers(struct uroce_ctx *ctx)
+{
+	uint64_t now = uroce_now_ns(), next = 0;
+
+	pthread_mutex_lock(&ctx->lock);
+	atomic_store(&ctx->timer_ns, 0);
+	for (int i = 0; i < ctx->nqps; i++) {
+		struct uroce_qp *qp = ctx->qps[i];
+		uint64_t d;
+
+		pthread_mutex_lock(&qp->lock);
+		uroce_req_timer(qp, now);
+		d = qp->req.deadline_ns;
+		if (qp->req.rnr_until_ns && (!d || qp->req.rnr_until_ns < d))
+			d = qp->req.rnr_until_ns;
+		pthread_mutex_unlock(&qp->lock);
+		if (d && (!next || d < next))
+			next = d;
+	}
+	/* A QP may have armed an earlier timer meanwhile: keep the earliest. */
+	for (;;) {
+		unsigned long long cur = atomic_load(&ctx->timer_ns);
+
+		if (cur && next && cur <= next)
+			break;
+		if (!next && cur)
+			break;
+		if (atomic_compare_exchange_weak(&ctx->timer_ns, &cur, next))
+			break;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return atomic_load(&ctx->timer_ns);
+}
+
+static void *progress_main(void *arg)
+{
+	struct uroce_ctx *ctx = arg;
+	struct epoll_event ev[16];
+
+	while (!atomic_load(&ctx->stop)) {
+		uint64_t t = atomic_load(&ctx->timer_ns);
+		int timeout = -1, n;
+
+		if (t) {
+			uint64_t now = uroce_now_ns();
+
+			if (t <= now) {
+				t = run_timers(ctx);
+				continue;
+			}
+			timeout = (int)((t - now + 999999) / 1000000);
+		}
+		n = epoll_wait(ctx->epfd, ev, 16, timeout);
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.ptr == NULL) {
+				uint64_t v;
+
+				if (read(ctx->wake_fd, &v, sizeof(v)) < 0)
+					ur_trace("wake read: %s", strerror(errno));
+				continue;
+			}
+			uroce_ep_poll(ev[i].data.ptr, 256);
+		}
+	}
+	return NULL;
+}
+
+/* Start the thread (ctx->lock held). */
+int uroce_progress_start(struct uroce_ctx *ctx)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+
+	if (ctx->thread_running)
+		return 0;
+	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
+	ctx->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ctx->epfd < 0 || ctx->wake_fd < 0 ||
+	    epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->wake_fd, &ev))
+		goto err;
+	for (int i = 0; i < ctx->nep; i++) {
+		struct epoll_event e = { .events = EPOLLIN, .data.ptr = ctx->ep[i] };
+
+		if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->ep[i]->fd, &e))
+			goto err;
+	}
+	atomic_store(&ctx->stop, false);
+	if (pthread_create(&ctx->thread, NULL, progress_main, ctx))
+		goto err;
+	ctx->thread_running = true;
+	return 0;
+err:
+	ur_err("cannot start the progress engine: %s", strerror(errno));
+	if (ctx->epfd >= 0)
+		close(ctx->epfd);
+	if (ctx->wake_fd >= 0)
+		close(ctx->wake_fd);
+	ctx->epfd = ctx->wake_fd = -1;
+	return ENOMEM;
+}
+
+void uroce_progress_stop(struct uroce_ctx *ctx)
+{
+	if (ctx->thread_running) {
+		atomic_store(&ctx->stop, true);
+		uroce_progress_wake(ctx);
+		pthread_join(ctx->thread, NULL);
+		ctx->thread_running = false;
+	}
+	if (ctx->epfd >= 0)
+		close(ctx->epfd);
+	if (ctx->wake_fd >= 0)
+		close(ctx->wake_fd);
+	ctx->epfd = ctx->wake_fd = -1;
+}
+
+/* Register a QP for timer scans and start the engine (ctx->lock held). */
+int uroce_progress_add_qp(struct uroce_ctx *ctx, struct uroce_qp *qp)
+{
+	if (ctx->nqps == ctx->qps_cap) {
+		int cap = ctx->qps_cap ? ctx->qps_cap * 2 : 16;
+		void *n = realloc(ctx->qps, (size_t)cap * sizeof(*ctx->qps));
+
+		if (!n)
+			return ENOMEM;
+		ctx->qps = n;
+		ctx->qps_cap = cap;
+	}
+	ctx->qps[ctx->nqps++] = qp;
+	return uroce_progress_start(ctx);
+}
+
+void uroce_progress_del_qp(struct uroce_ctx *ctx, struct uroce_qp *qp)
+{
+	for (int i = 0; i < ctx->nqps; i++)
+		if (ctx->qps[i] == qp) {
+			ctx->qps[i] = ctx->qps[--ctx->nqps];
+			break;
+		}
+}
+
+/* Called by a QP (qp->lock held) after arming a timer at deadline. */
+void uroce_progress_arm(struct uroce_ctx *ctx, uint64_t deadline)
+{
+	unsigned long long cur = atomic_load(&ctx->timer_ns);
+
+	while (!cur || deadline < cur) {
+		if (atomic_compare_exchange_weak(&ctx->timer_ns, &cur, deadline)) {
+			uroce_progress_wake(ctx);
+			return;
+		}
+	}
+}

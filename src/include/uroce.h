@@ -1,0 +1,368 @@
+/* uroce internal object model.
+ *
+ * Every verbs object is allocated as the rdma-core public struct followed by
+ * uroce's own state, so the inline functions of <infiniband/verbs.h> (which
+ * dereference ctx->ops, qp->context, cq->context ...) work unchanged.
+ *
+ * Locking (see docs/design.md):
+ *   ctx->lock   object lists, endpoint and QP tables, progress thread start
+ *   qp->lock    all of one QP's state: SQ, RQ, requester/responder/completer
+ *   cq->lock    one CQ's ring and arming state
+ *   ctx->mr_lock (rwlock) the MR key table; readers hold it while copying
+ *               into or out of registered memory, so dereg waits for them
+ * Order: ctx->lock -> qp->lock -> cq->lock, qp->lock -> mr_lock.
+ */
+#ifndef UROCE_H
+#define UROCE_H
+
+#include <infiniband/verbs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "uroce_export.h"
+#include "uroce_log.h"
+#include "transport/pkt.h"
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* ---- Limits: every one is enforced (ibv_query_device reports them). ---- */
+enum {
+	UROCE_MAX_GID = 16,
+	UROCE_MAX_QP_WR = 16384,
+	UROCE_MAX_SGE = 32,
+	UROCE_MAX_INLINE = 512,
+	UROCE_MAX_CQE = 65536,
+	UROCE_MAX_CQ = 16384,
+	UROCE_MAX_QP = 16384,
+	UROCE_MAX_MR = 65536,
+	UROCE_MAX_PD = 16384,
+	UROCE_MAX_RD_ATOM = 16,	   /* max_qp_rd_atom / max_qp_init_rd_atom */
+	UROCE_EP_SLOTS = 256,	   /* QPNs per UDP endpoint: qpn = port << 8 | slot */
+	UROCE_MAX_MSG = 1u << 31,  /* max_msg_sz */
+	UROCE_VENDOR_ID = 0x000000, /* none registered: not Mellanox/Amazon */
+	UROCE_VENDOR_PART = 0x0001,
+};
+#define UROCE_MAX_MR_SIZE (1ull << 40)
+
+/* ---- Devices (src/net/ifaddr.c, src/verbs/device.c) ---- */
+struct uroce_gid_entry {
+	union ibv_gid gid;
+	int family; /* AF_INET or AF_INET6 */
+	union {
+		struct in_addr v4;
+		struct in6_addr v6;
+	} addr;
+};
+
+struct uroce_dev {
+	struct ibv_device ibdev; /* must be first (ibv_device *) */
+	const void *ops;	 /* verbs_device.ops slot: non-NULL, not any provider's */
+	char ifname[IF_NAMESIZE];
+	int ifindex;
+	unsigned int if_mtu;
+	enum ibv_mtu max_mtu;
+	enum ibv_mtu active_mtu;
+	uint64_t guid; /* network order, EUI-64 from the MAC (or the address) */
+	uint8_t mac[6];
+	int index;
+	int ngid;
+	struct uroce_gid_entry gid[UROCE_MAX_GID];
+};
+
+/* Discover interfaces; fills at most max devices; returns the count. */
+int uroce_discover(struct uroce_dev **devs, int max);
+/* Translate an ibv_mtu to bytes and back. */
+static inline uint32_t uroce_mtu_bytes(enum ibv_mtu m)
+{
+	return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128u << m : 0;
+}
+
+/* ---- UDP endpoint: one socket, up to 255 QPs (src/net/endpoint.c) ---- */
+struct uroce_qp;
+struct uroce_ctx;
+
+struct uroce_ep_rx; /* receive batch buffers, endpoint.c */
+
+struct uroce_ep {
+	struct uroce_ctx *ctx;
+	int fd;
+	uint16_t port; /* host order */
+	int nqp;
+	/* Written under ctx->lock; read by the receive path under rx_lock.
+	 * Destroying a QP clears its slot, then takes rx_lock once, so no
+	 * receive batch still uses the QP when it is freed. */
+	struct uroce_qp *slot[UROCE_EP_SLOTS];
+	pthread_mutex_t rx_lock;
+	struct uroce_ep_rx *rx;
+};
+
+/* Counters (device-wide); all relaxed atomics. */
+struct uroce_counters {
+	atomic_ulong tx_pkts, tx_bytes, rx_pkts, rx_bytes;
+	atomic_ulong rx_drop_icrc, rx_drop_parse, rx_drop_qpn, rx_drop_state;
+	atomic_ulong acks_tx, acks_rx, naks_tx, naks_rx, rnr_naks_tx, rnr_naks_rx;
+	atomic_ulong retransmits, timeouts, duplicates, out_of_seq;
+};
+#define uroce_count(ctx, field, n) atomic_fetch_add_explicit(&(ctx)->cnt.field, (n), memory_order_relaxed)
+
+/* ---- Context ---- */
+struct uroce_ctx {
+	struct verbs_context vctx; /* must be first; ibv_context is its last member */
+	struct uroce_dev *dev;
+	pthread_mutex_t lock;
+
+	/* endpoints */
+	struct uroce_ep **ep;
+	int nep;
+
+	/* progress engine (src/core/progress.c) */
+	int epfd;
+	int wake_fd; /* eventfd: wakes the progress thread */
+	pthread_t thread;
+	bool thread_running;
+	atomic_bool stop;
+	atomic_ullong timer_ns; /* earliest armed QP timer, 0 = none */
+	/* QPs with timers, scanned by the progress thread */
+	struct uroce_qp **qps;
+	int nqps, qps_cap;
+
+	/* MR key table: open addressing over keys */
+	pthread_rwlock_t mr_lock;
+	struct uroce_mr **mr_tab;
+	uint32_t mr_tab_size, nmr;
+
+	/* async events */
+	int async_wr_fd; /* write end; context.async_fd is the read end */
+	pthread_mutex_t async_lock;
+
+	atomic_uint npd, ncq, nqp_total;
+	struct uroce_counters cnt;
+};
+
+static inline struct uroce_ctx *to_uctx(struct ibv_context *c)
+{
+	return container_of(c, struct uroce_ctx, vctx.context);
+}
+
+/* ---- PD / MR (src/verbs/pd_mr.c) ---- */
+struct uroce_pd {
+	struct ibv_pd ibpd;
+	atomic_uint refs; /* MRs, QPs, SRQs, AHs, MWs using it */
+};
+static inline struct uroce_pd *to_upd(struct ibv_pd *p) { return container_of(p, struct uroce_pd, ibpd); }
+
+struct uroce_mr {
+	struct ibv_mr ibmr;
+	uint64_t iova;	/* address the peer uses (== addr unless iova2) */
+	uint64_t length;
+	unsigned int access;
+	struct uroce_mr *next; /* key hash chain */
+};
+static inline struct uroce_mr *to_umr(struct ibv_mr *m) { return container_of(m, struct uroce_mr, ibmr); }
+
+/* Look up by key under ctx->mr_lock (caller holds it for read). */
+struct uroce_mr *uroce_mr_lookup(struct uroce_ctx *ctx, uint32_t key);
+/* Resolve [iova, iova+len) against an MR: returns the host pointer, or NULL
+ * when out of bounds.  Caller holds mr_lock. */
+static inline uint8_t *uroce_mr_ptr(const struct uroce_mr *mr, uint64_t iova, uint64_t len)
+{
+	if (iova < mr->iova || len > mr->length || iova - mr->iova > mr->length - len)
+		return NULL;
+	return (uint8_t *)mr->ibmr.addr + (iova - mr->iova);
+}
+
+/* ---- CQ and completion channel (src/verbs/cq.c) ---- */
+struct uroce_channel {
+	struct ibv_comp_channel ibch;
+	int wr_fd; /* write end of the pipe; ibch.fd is the read end */
+	pthread_mutex_t lock;
+	struct uroce_cq **cqs; /* live CQs attached, for handle validation */
+	int ncq, cap;
+};
+
+struct uroce_cq {
+	struct ibv_cq_ex ibcq; /* every CQ is an ibv_cq_ex */
+	pthread_mutex_t lock;
+	struct ibv_wc *ring;
+	uint32_t size; /* ring slots (cqe + 1) */
+	uint32_t head, tail, count;
+	int armed; /* 0, 1 = next completion, 2 = solicited only */
+	bool overflow;
+	uint64_t handle;
+	uint32_t events_delivered; /* read by ibv_get_cq_event */
+	atomic_uint refs;	   /* QPs using it */
+	struct uroce_ctx *ctx;
+	/* current entry for the ibv_cq_ex poll iterator */
+	struct ibv_wc cur;
+};
+static inline struct uroce_cq *to_ucq(struct ibv_cq *c) { return container_of((struct ibv_cq_ex *)c, struct uroce_cq, ibcq); }
+
+/* Append one completion; notifies the channel when armed.  Takes cq->lock. */
+void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
+
+/* ---- Work queues ---- */
+struct uroce_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+enum uroce_wqe_state {
+	UROCE_WQE_POSTED,  /* not fully sent yet */
+	UROCE_WQE_SENT,	   /* every packet sent, awaiting ACK/response */
+	UROCE_WQE_DONE,	   /* completed (success or error) */
+};
+
+struct uroce_swqe {
+	uint64_t wr_id;
+	enum ibv_wr_opcode opcode;
+	unsigned int send_flags;
+	uint32_t imm_data; /* raw, network order (or invalidate rkey) */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint64_t compare_add, swap;
+	uint32_t length; /* total bytes */
+	int num_sge;
+	bool signaled;
+	enum uroce_wqe_state state;
+	enum ibv_wc_status status;
+	uint32_t first_psn, last_psn, npkts;
+	uint64_t atomic_orig;
+	struct uroce_sge sg[UROCE_MAX_SGE];
+	uint8_t *inline_data; /* when IBV_SEND_INLINE: copy of the data */
+};
+
+struct uroce_rwqe {
+	uint64_t wr_id;
+	int num_sge;
+	uint32_t length;
+	struct uroce_sge sg[UROCE_MAX_SGE];
+};
+
+struct uroce_sq {
+	struct uroce_swqe *wqe;
+	uint8_t *inline_buf; /* max_inline bytes per slot */
+	uint32_t size;	     /* slots (power of two) */
+	uint32_t max_wr, max_sge, max_inline;
+	uint32_t head;	     /* next to post */
+	uint32_t req;	     /* next WQE the requester sends from */
+	uint32_t tail;	     /* oldest not completed */
+};
+
+struct uroce_rq {
+	struct uroce_rwqe *wqe;
+	uint32_t size, max_wr, max_sge;
+	uint32_t head, tail;
+};
+
+/* ---- QP ---- */
+struct uroce_rd_res { /* a saved RDMA READ / atomic request for replay */
+	uint8_t opcode;
+	uint32_t psn, last_psn;
+	uint64_t va;
+	uint32_t rkey, len;
+	uint64_t atomic_orig;
+	bool valid;
+};
+
+struct uroce_qp {
+	struct ibv_qp_ex ibqp; /* every QP is an ibv_qp_ex */
+	struct uroce_ctx *ctx;
+	pthread_mutex_t lock;
+	struct uroce_ep *ep;
+	struct ibv_qp_attr attr; /* what modify_qp set, for query_qp */
+	struct ibv_qp_init_attr init;
+	struct uroce_ipinfo path; /* addresses and ports for outgoing packets */
+	uint32_t mtu;		  /* path MTU in bytes */
+	bool sq_sig_all;
+	struct uroce_sq sq;
+	struct uroce_rq rq;
+
+	/* requester (src/transport/req.c) */
+	struct {
+		uint32_t psn;	     /* next PSN to send */
+		uint32_t offset;     /* bytes of sq.wqe[sq.req] already sent */
+		uint32_t inflight;   /* packets sent and not acknowledged */
+		uint32_t rd_inflight; /* READ/atomic requests outstanding */
+		uint32_t una_psn;    /* oldest unacknowledged PSN */
+		int retry_cnt, rnr_retry;
+		uint64_t deadline_ns; /* retransmit timer; 0 = idle */
+		uint64_t rnr_until_ns; /* RNR back-off: do not send before */
+		bool need_retry;    /* went back to retry_psn; ignore gaps until una moves */
+		uint32_t retry_psn;
+		bool halted;	    /* a WQE failed locally: send nothing more */
+	} req;
+
+	/* completer state */
+	struct {
+		uint32_t read_psn; /* next expected READ response PSN */
+	} comp;
+
+	/* responder (src/transport/resp.c) */
+	struct {
+		uint32_t psn;	 /* expected PSN */
+		uint32_t msn;
+		bool nak_sent;	 /* a PSN sequence NAK is outstanding */
+		bool in_send;	 /* a multi-packet SEND is in progress */
+		bool in_write;
+		bool have_rwqe;
+		struct uroce_rwqe rwqe;
+		uint32_t rcv_offset; /* bytes received into the current message */
+		uint64_t write_va;
+		uint32_t write_rkey, write_len;
+		uint32_t write_offset;
+		struct uroce_rd_res *res; /* ring of max_dest_rd_atomic */
+		uint32_t res_head, nres;
+		bool ack_pending;
+		uint32_t ack_psn;
+		uint8_t ack_syn;
+		int rnr_timer;
+	} resp;
+};
+static inline struct uroce_qp *to_uqp(struct ibv_qp *q) { return container_of((struct ibv_qp_ex *)q, struct uroce_qp, ibqp); }
+
+/* ---- internal entry points ---- */
+uint64_t uroce_now_ns(void);
+
+/* endpoint */
+struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn);
+void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp);
+int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len);
+/* Read and dispatch up to budget packets; returns the count handled. */
+int uroce_ep_poll(struct uroce_ep *ep, int budget);
+void uroce_ep_close(struct uroce_ep *ep);
+
+/* progress */
+int uroce_progress_start(struct uroce_ctx *ctx);
+void uroce_progress_stop(struct uroce_ctx *ctx);
+void uroce_progress_wake(struct uroce_ctx *ctx);
+int uroce_progress_add_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
+void uroce_progress_del_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
+/* A QP armed a timer for deadline (ns, uroce_now_ns clock). */
+void uroce_progress_arm(struct uroce_ctx *ctx, uint64_t deadline);
+
+/* transport: called with qp->lock held */
+void uroce_req_progress(struct uroce_qp *qp);
+void uroce_req_timer(struct uroce_qp *qp, uint64_t now);
+void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt);
+void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt);
+void uroce_resp_flush_ack(struct uroce_qp *qp);
+/* QP -> ERR and flush everything with IBV_WC_WR_FLUSH_ERR */
+void uroce_qp_error(struct uroce_qp *qp);
+void uroce_qp_flush(struct uroce_qp *qp);
+/* Build + send one packet. */
+int uroce_qp_xmit(struct uroce_qp *qp, struct uroce_pkt *pkt);
+
+/* async events */
+void uroce_async_event(struct uroce_ctx *ctx, enum ibv_event_type type, void *obj);
+
+/* copying between scatter lists and buffers; caller holds mr_lock (read) */
+int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
+		   uint32_t offset, void *buf, uint32_t len, bool to_sge, enum ibv_wc_status *st);
+
+#endif

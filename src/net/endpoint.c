@@ -1,0 +1,298 @@
+/* UDP endpoints and packet demultiplexing.
+ *
+ * An endpoint is one unconnected UDP socket bound to an ephemeral port P and
+ * serving up to 255 QPs: QPN = P << 8 | slot.  A packet for QP n is sent to
+ * UDP port n >> 8 at the GID's address, so the kernel's own UDP demux
+ * delivers it to the process (and socket) that owns the QP; the slot picks
+ * the QP.  Ports are unique per host, so QPNs are too, across processes,
+ * without any shared state or daemon.  (docs/design.md discusses this and the
+ * standard-port mode.)
+ *
+ * Sockets stay unconnected and use IP_PMTUDISC_DO: Linux then sends IPv4 ID 0
+ * and DF, the values the ICRC is computed over (a connected socket would
+ * number its IDs).  IP_PKTINFO gives the destination address of received
+ * packets (ICRC, GRH) and sets the source address of sent ones (the SGID).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "uroce.h"
+
+#define RX_BATCH 32
+#define RX_BUFSZ (4096 + 256)
+#define SOCK_BUF (8 << 20)
+
+struct uroce_ep_rx {
+	struct mmsghdr msg[RX_BATCH];
+	struct iovec iov[RX_BATCH];
+	struct sockaddr_in from[RX_BATCH];
+	union {
+		char buf[CMSG_SPACE(sizeof(struct in_pktinfo))];
+		struct cmsghdr align;
+	} ctl[RX_BATCH];
+	uint8_t data[RX_BATCH][RX_BUFSZ];
+};
+
+static void set_bufsz(int fd, int opt_force, int opt)
+{
+	int v = SOCK_BUF;
+
+	/* SO_*BUFFORCE needs CAP_NET_ADMIN; otherwise the kernel caps the
+	 * request at net.core.[rw]mem_max. */
+	if (setsockopt(fd, SOL_SOCKET, opt_force, &v, sizeof(v)))
+		setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v));
+}
+
+static struct uroce_ep *ep_open(struct uroce_ctx *ctx)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	struct uroce_ep *ep;
+	int one = 1, pmtu = IP_PMTUDISC_DO;
+
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return NULL;
+	ep->rx = calloc(1, sizeof(*ep->rx));
+	if (!ep->rx)
+		goto err_free;
+	ep->ctx = ctx;
+	pthread_mutex_init(&ep->rx_lock, NULL);
+	ep->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (ep->fd < 0) {
+		ur_err("socket: %s", strerror(errno));
+		goto err_free;
+	}
+	if (setsockopt(ep->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) ||
+	    setsockopt(ep->fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one))) {
+		ur_err("setsockopt: %s", strerror(errno));
+		goto err_close;
+	}
+	set_bufsz(ep->fd, SO_RCVBUFFORCE, SO_RCVBUF);
+	set_bufsz(ep->fd, SO_SNDBUFFORCE, SO_SNDBUF);
+	if (bind(ep->fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(ep->fd, (struct sockaddr *)&sa, &sl)) {
+		ur_err("bind: %s", strerror(errno));
+		goto err_close;
+	}
+	ep->port = ntohs(sa.sin_port);
+	for (int i = 0; i < RX_BATCH; i++) {
+		ep->rx->iov[i].iov_base = ep->rx->data[i];
+		ep->rx->iov[i].iov_len = RX_BUFSZ;
+		ep->rx->msg[i].msg_hdr.msg_iov = &ep->rx->iov[i];
+		ep->rx->msg[i].msg_hdr.msg_iovlen = 1;
+	}
+	if (ctx->epfd >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = ep };
+
+		if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ep->fd, &ev)) {
+			ur_err("epoll_ctl: %s", strerror(errno));
+			goto err_close;
+		}
+	}
+	ur_dbg("endpoint on UDP port %u (QPNs 0x%06x-0x%06x)", ep->port, ep->port << 8,
+	       (ep->port << 8) | 0xff);
+	return ep;
+
+err_close:
+	close(ep->fd);
+err_free:
+	free(ep->rx);
+	free(ep);
+	return NULL;
+}
+
+void uroce_ep_close(struct uroce_ep *ep)
+{
+	close(ep->fd);
+	pthread_mutex_destroy(&ep->rx_lock);
+	free(ep->rx);
+	free(ep);
+}
+
+/* Find a free QPN slot (ctx->lock held by the caller). */
+struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn)
+{
+	struct uroce_ep *ep = NULL;
+
+	for (int i = 0; i < ctx->nep && !ep; i++)
+		if (ctx->ep[i]->nqp < UROCE_EP_SLOTS - 1)
+			ep = ctx->ep[i];
+	if (!ep) {
+		void *n = realloc(ctx->ep, (size_t)(ctx->nep + 1) * sizeof(*ctx->ep));
+
+		if (!n)
+			return NULL;
+		ctx->ep = n;
+		ep = ep_open(ctx);
+		if (!ep)
+			return NULL;
+		ctx->ep[ctx->nep++] = ep;
+	}
+	/* slot 0 stays unused: no QPN ends in 0x00 */
+	for (uint32_t s = 1; s < UROCE_EP_SLOTS; s++)
+		if (!ep->slot[s]) {
+			ep->slot[s] = qp;
+			ep->nqp++;
+			*qpn = ((uint32_t)ep->port << 8) | s;
+			return ep;
+		}
+	return NULL;
+}
+
+/* Release qp's slot (ctx->lock held); returns once no receive batch can
+ * still be using qp. */
+void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp)
+{
+	struct uroce_ep *ep = qp->ep;
+	uint32_t s = qp->ibqp.qp_base.qp_num & 0xff;
+
+	(void)ctx;
+	if (!ep || ep->slot[s] != qp)
+		return;
+	ep->slot[s] = NULL;
+	ep->nqp--;
+	pthread_mutex_lock(&ep->rx_lock);
+	pthread_mutex_unlock(&ep->rx_lock);
+}
+
+int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len)
+{
+	struct sockaddr_in to = { .sin_family = AF_INET,
+				  .sin_port = htons(ip->dport),
+				  .sin_addr = ip->dst.v4 };
+	union {
+		char buf[CMSG_SPACE(sizeof(struct in_pktinfo))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr mh = { .msg_name = &to,
+			     .msg_namelen = sizeof(to),
+			     .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = ctl.buf,
+			     .msg_controllen = sizeof(ctl.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	struct in_pktinfo pi = { .ipi_spec_dst = ip->src.v4 };
+
+	cm->cmsg_level = IPPROTO_IP;
+	cm->cmsg_type = IP_PKTINFO;
+	cm->cmsg_len = CMSG_LEN(sizeof(pi));
+	memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+
+	for (;;) {
+		ssize_t r = sendmsg(ep->fd, &mh, MSG_DONTWAIT);
+
+		if (r == (ssize_t)len) {
+			uroce_count(ep->ctx, tx_pkts, 1);
+			uroce_count(ep->ctx, tx_bytes, len);
+			return 0;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		/* A full socket buffer or an unreachable peer is a lost
+		 * packet: the transport's retransmission deals with it. */
+		ur_trace("sendmsg to port %u: %s", ip->dport, r < 0 ? strerror(errno) : "short");
+		return -1;
+	}
+}
+
+static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struct sockaddr_in *from,
+		     const struct msghdr *mh)
+{
+	struct uroce_ctx *ctx = ep->ctx;
+	struct uroce_ipinfo ip = { .family = AF_INET };
+	struct uroce_pkt pkt;
+	struct uroce_qp *qp;
+	struct cmsghdr *cm;
+	bool have_dst = false;
+
+	uroce_count(ctx, rx_pkts, 1);
+	uroce_count(ctx, rx_bytes, len);
+	for (cm = CMSG_FIRSTHDR((struct msghdr *)mh); cm; cm = CMSG_NXTHDR((struct msghdr *)mh, cm))
+		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+			ip.dst.v4 = pi.ipi_addr;
+			have_dst = true;
+		}
+	ip.src.v4 = from->sin_addr;
+	ip.sport = ntohs(from->sin_port);
+	ip.dport = ep->port;
+	if (!have_dst || uroce_pkt_parse(&pkt, data, len)) {
+		uroce_count(ctx, rx_drop_parse, 1);
+		return;
+	}
+	if (!uroce_icrc_ok(&pkt, &ip)) {
+		/* IBTA C9-?: a packet with a bad ICRC is silently dropped */
+		ur_dbg("drop %s psn %u: bad ICRC", uroce_opcode_name(pkt.opcode), pkt.psn);
+		uroce_count(ctx, rx_drop_icrc, 1);
+		return;
+	}
+	if ((pkt.qpn >> 8) != ep->port || !(qp = ep->slot[pkt.qpn & 0xff])) {
+		ur_dbg("drop %s: no QP 0x%06x here", uroce_opcode_name(pkt.opcode), pkt.qpn);
+		uroce_count(ctx, rx_drop_qpn, 1);
+		return;
+	}
+	pthread_mutex_lock(&qp->lock);
+	if (pkt.mask & URM_REQ)
+		uroce_rcv_request(qp, &pkt);
+	else
+		uroce_rcv_response(qp, &pkt);
+	pthread_mutex_unlock(&qp->lock);
+}
+
+int uroce_ep_poll(struct uroce_ep *ep, int budget)
+{
+	struct uroce_ep_rx *rx = ep->rx;
+	int done = 0;
+
+	if (pthread_mutex_trylock(&ep->rx_lock))
+		return 0; /* another thread is draining this socket */
+	while (done < budget) {
+		int want = budget - done < RX_BATCH ? budget - done : RX_BATCH;
+		int n;
+
+		for (int i = 0; i < want; i++) {
+			struct msghdr *h = &rx->msg[i].msg_hdr;
+
+			h->msg_name = &rx->from[i];
+			h->msg_namelen = sizeof(rx->from[i]);
+			h->msg_control = rx->ctl[i].buf;
+			h->msg_controllen = sizeof(rx->ctl[i].buf);
+			h->msg_flags = 0;
+		}
+		n = recvmmsg(ep->fd, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			break;
+		for (int i = 0; i < n; i++) {
+			if (rx->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
+				uroce_count(ep->ctx, rx_drop_parse, 1);
+				continue;
+			}
+			dispatch(ep, rx->data[i], rx->msg[i].msg_len, &rx->from[i],
+				 &rx->msg[i].msg_hdr);
+		}
+		done += n;
+		if (n < want)
+			break;
+	}
+	/* ACK coalescing: one ACK per QP per batch (see resp.c) */
+	for (int s = 1; s < UROCE_EP_SLOTS && done; s++) {
+		struct uroce_qp *qp = ep->slot[s];
+
+		if (qp && qp->resp.ack_pending) {
+			pthread_mutex_lock(&qp->lock);
+			uroce_resp_flush_ack(qp);
+			pthread_mutex_unlock(&qp->lock);
+		}
+	}
+	pthread_mutex_unlock(&ep->rx_lock);
+	return done;
+}

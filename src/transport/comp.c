@@ -1,0 +1,318 @@
+/* RC completer: processes what the responder sends back - ACKs, NAKs,
+ * RNR NAKs and READ responses (IBTA 9.7.5.2, 9.9) - and completes send WQEs
+ * strictly in order (C10-?: completions of one WQ are returned in order).
+ */
+#include <string.h>
+
+#include "transport/rc.h"
+
+enum comp_state {
+	COMPST_CHECK_PSN,
+	COMPST_ACK,
+	COMPST_READ,
+	COMPST_RNR,
+	COMPST_NAK_SEQ,
+	COMPST_NAK_FATAL,
+	COMPST_DROP,
+};
+
+static const char *const comp_state_name[] = {
+	"check-psn", "ack", "read-response", "rnr-nak", "nak-psn-seq", "nak-fatal", "drop",
+};
+
+static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+void uroce_comp_retire(struct uroce_qp *qp)
+{
+	while (qp->sq.tail != qp->sq.req) {
+		struct uroce_swqe *w = swqe(qp, qp->sq.tail);
+		bool err;
+
+		if (w->state != UROCE_WQE_DONE)
+			break;
+		err = w->status != IBV_WC_SUCCESS;
+		if (w->signaled || err) {
+			struct ibv_wc wc = { .wr_id = w->wr_id,
+					     .status = w->status,
+					     .opcode = wc_opcode(w->opcode),
+					     .qp_num = qp->ibqp.qp_base.qp_num };
+
+			if (w->opcode == IBV_WR_RDMA_READ)
+				wc.byte_len = w->length;
+			uroce_cq_push(to_ucq(qp->ibqp.qp_base.send_cq), &wc, false);
+		}
+		qp->sq.tail++;
+		if (err) {
+			uroce_qp_error(qp);
+			return;
+		}
+	}
+}
+
+/* The responder acknowledged every PSN up to and including psn.  Returns
+ * false when a READ (or atomic) whose responses have not all arrived is
+ * covered: an implied NAK (IBTA 9.7.5.1.1) - its responses were lost. */
+static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
+{
+	bool ok = true;
+	uint32_t i;
+
+	for (i = qp->sq.tail; i != qp->sq.req; i++) {
+		struct uroce_swqe *w = swqe(qp, i);
+
+		if (w->state != UROCE_WQE_SENT || ur_psn_diff(w->last_psn, psn) > 0)
+			break;
+		if (swqe_is_rd(w)) {
+			ok = false;
+			break;
+		}
+		w->state = UROCE_WQE_DONE;
+	}
+	if (ur_psn_diff(psn + 1, qp->req.una_psn) > 0) {
+		qp->req.una_psn = (psn + 1) & UR_PSN_MASK;
+		qp->req.need_retry = false;
+		/* IBTA C9-?: forward progress resets the retry counters */
+		qp->req.retry_cnt = qp->attr.retry_cnt;
+		qp->req.rnr_retry = qp->attr.rnr_retry;
+	}
+	{
+		int32_t inflight = ur_psn_diff(qp->req.psn, qp->req.una_psn);
+
+		qp->req.inflight = inflight > 0 ? (uint32_t)inflight : 0;
+	}
+	uroce_comp_retire(qp);
+	if (qp->attr.qp_state != IBV_QPS_ERR) {
+		qp->req.deadline_ns = 0;
+		uroce_req_arm(qp);
+	}
+	return ok;
+}
+
+/* Go back to the oldest unacknowledged PSN, once per stall. */
+static void retry_from_una(struct uroce_qp *qp)
+{
+	if (qp->req.need_retry && qp->req.retry_psn == qp->req.una_psn)
+		return;
+	qp->req.need_retry = true;
+	qp->req.retry_psn = qp->req.una_psn;
+	uroce_req_go_back(qp, qp->req.una_psn);
+}
+
+static struct uroce_swqe *wqe_for_psn(struct uroce_qp *qp, uint32_t psn)
+{
+	for (uint32_t i = qp->sq.tail; i != qp->sq.req; i++) {
+		struct uroce_swqe *w = swqe(qp, i);
+
+		if (w->state == UROCE_WQE_SENT && ur_psn_diff(psn, w->first_psn) >= 0 &&
+		    ur_psn_diff(psn, w->last_psn) <= 0)
+			return w;
+	}
+	return NULL;
+}
+
+static void fail_at(struct uroce_qp *qp, uint32_t psn, enum ibv_wc_status st)
+{
+	struct uroce_swqe *w;
+
+	ack_upto(qp, (psn - 1) & UR_PSN_MASK);
+	w = wqe_for_psn(qp, psn);
+	if (!w)
+		w = swqe(qp, qp->sq.tail);
+	if (qp->sq.tail == qp->sq.req) {
+		uroce_qp_error(qp);
+		return;
+	}
+	ur_dbg("QP 0x%06x: WQE %llu failed remotely: %s", qp->ibqp.qp_base.qp_num,
+	       (unsigned long long)w->wr_id, ibv_wc_status_str(st));
+	w->status = st;
+	w->state = UROCE_WQE_DONE;
+	qp->req.halted = true;
+	uroce_comp_retire(qp);
+}
+
+static enum comp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	/* A response for a PSN never sent is bogus (C9-?): drop it. */
+	if (ur_psn_diff(pkt->psn, qp->req.psn) >= 0)
+		return COMPST_DROP;
+	if (pkt->mask & URM_READ)
+		return COMPST_READ;
+	if (pkt->opcode != UR_OPC_ACK)
+		return COMPST_DROP; /* atomics: not yet */
+	switch (ur_aeth_syn(pkt) & UR_AETH_TYPE_MASK) {
+	case UR_AETH_ACK:
+		return COMPST_ACK;
+	case UR_AETH_RNR_NAK:
+		return COMPST_RNR;
+	case UR_AETH_NAK:
+		return (ur_aeth_syn(pkt) & 0x1f) == UR_NAK_PSN_SEQ_ERR ? COMPST_NAK_SEQ
+									: COMPST_NAK_FATAL;
+	default:
+		return COMPST_DROP;
+	}
+}
+
+static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_swqe *w;
+	enum ibv_wc_status st;
+	uint32_t off;
+	int r;
+
+	if (ur_psn_diff(pkt->psn, qp->req.una_psn) < 0) {
+		uroce_count(qp->ctx, duplicates, 1);
+		return;
+	}
+	if (pkt->psn != qp->req.una_psn) {
+		/* a response is missing: ask again from the first gap */
+		uroce_count(qp->ctx, out_of_seq, 1);
+		retry_from_una(qp);
+		uroce_req_progress(qp);
+		return;
+	}
+	w = wqe_for_psn(qp, pkt->psn);
+	if (!w || w->opcode != IBV_WR_RDMA_READ) {
+		fail_at(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
+		return;
+	}
+	/* a READ response acknowledges everything before the READ (9.7.5.1.2) */
+	if (pkt->psn == w->first_psn)
+		ack_upto(qp, (w->first_psn - 1) & UR_PSN_MASK);
+
+	off = (uint32_t)ur_psn_diff(pkt->psn, w->first_psn) * qp->mtu;
+	if (off + pkt->paylen > w->length ||
+	    (!(pkt->mask & URM_END) && pkt->paylen != qp->mtu) ||
+	    ((pkt->mask & URM_END) && off + pkt->paylen != w->length) ||
+	    ((pkt->mask & URM_END) && pkt->psn != w->last_psn)) {
+		fail_at(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
+		return;
+	}
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	r = uroce_sge_copy(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off, pkt->payload,
+			   pkt->paylen, true, &st);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (r) {
+		fail_at(qp, pkt->psn, st);
+		return;
+	}
+	qp->req.una_psn = (pkt->psn + 1) & UR_PSN_MASK;
+	qp->req.need_retry = false;
+	qp->req.retry_cnt = qp->attr.retry_cnt;
+	if (qp->req.inflight)
+		qp->req.inflight--;
+	if (pkt->psn == w->last_psn) {
+		w->state = UROCE_WQE_DONE;
+		if (qp->req.rd_inflight)
+			qp->req.rd_inflight--;
+		uroce_comp_retire(qp);
+	}
+	qp->req.deadline_ns = 0;
+	uroce_req_arm(qp);
+}
+
+void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	enum comp_state s;
+	uint8_t syn;
+
+	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD) {
+		uroce_count(qp->ctx, rx_drop_state, 1);
+		return;
+	}
+	if ((pkt->opcode & UR_TR_MASK) != UR_TR_RC) {
+		uroce_count(qp->ctx, rx_drop_state, 1);
+		return;
+	}
+	s = check_psn(qp, pkt);
+	ur_trace("QP 0x%06x rx %s psn %u: %s", qp->ibqp.qp_base.qp_num,
+		 uroce_opcode_name(pkt->opcode), pkt->psn, comp_state_name[s]);
+	syn = (pkt->mask & URM_AETH) ? ur_aeth_syn(pkt) : 0;
+	switch (s) {
+	case COMPST_ACK:
+		uroce_count(qp->ctx, acks_rx, 1);
+		if (!ack_upto(qp, pkt->psn))
+			retry_from_una(qp);
+		break;
+	case COMPST_READ:
+		do_read_resp(qp, pkt);
+		break;
+	case COMPST_RNR:
+		/* IBTA 9.7.5.2.8: wait the advertised time, then resend from
+		 * the NAKed PSN; rnr_retry 7 retries forever (C9-151.1) */
+		uroce_count(qp->ctx, rnr_naks_rx, 1);
+		ack_upto(qp, (pkt->psn - 1) & UR_PSN_MASK);
+		if (qp->attr.qp_state == IBV_QPS_ERR)
+			return;
+		if (qp->attr.rnr_retry != 7) {
+			if (qp->req.rnr_retry == 0) {
+				fail_at(qp, pkt->psn, IBV_WC_RNR_RETRY_EXC_ERR);
+				return;
+			}
+			qp->req.rnr_retry--;
+		}
+		uroce_req_go_back(qp, pkt->psn);
+		qp->req.rnr_until_ns = uroce_now_ns() + uroce_rnr_timer_ns(syn & 0x1f);
+		uroce_progress_arm(qp->ctx, qp->req.rnr_until_ns);
+		return; /* the timer resumes sending */
+	case COMPST_NAK_SEQ:
+		/* 9.7.5.2.3: resend from the PSN the responder expects */
+		uroce_count(qp->ctx, naks_rx, 1);
+		ack_upto(qp, (pkt->psn - 1) & UR_PSN_MASK);
+		if (qp->attr.qp_state == IBV_QPS_ERR)
+			return;
+		if (qp->req.need_retry && qp->req.retry_psn == pkt->psn)
+			break; /* already going back there */
+		if (qp->attr.retry_cnt != 7) {
+			if (qp->req.retry_cnt == 0) {
+				fail_at(qp, pkt->psn, IBV_WC_RETRY_EXC_ERR);
+				return;
+			}
+			qp->req.retry_cnt--;
+		}
+		qp->req.need_retry = true;
+		qp->req.retry_psn = pkt->psn;
+		uroce_req_go_back(qp, pkt->psn);
+		break;
+	case COMPST_NAK_FATAL: {
+		enum ibv_wc_status st;
+
+		uroce_count(qp->ctx, naks_rx, 1);
+		switch (syn & 0x1f) {
+		case UR_NAK_INVALID_REQ:
+			st = IBV_WC_REM_INV_REQ_ERR;
+			break;
+		case UR_NAK_REM_ACCESS_ERR:
+			st = IBV_WC_REM_ACCESS_ERR;
+			break;
+		case UR_NAK_INVALID_RD_REQ:
+			st = IBV_WC_REM_INV_RD_REQ_ERR;
+			break;
+		default:
+			st = IBV_WC_REM_OP_ERR;
+			break;
+		}
+		fail_at(qp, pkt->psn, st);
+		return;
+	}
+	case COMPST_DROP:
+	default:
+		uroce_count(qp->ctx, duplicates, 1);
+		return;
+	}
+	uroce_req_progress(qp);
+}

@@ -1,0 +1,168 @@
+/* CRC32 and the RoCEv2 invariant CRC (ICRC).
+ *
+ * CRC32 here is the Ethernet/zlib one: reflected polynomial 0xEDB88320,
+ * register preset to all ones and inverted at the end, and chainable like
+ * zlib's crc32(): start from 0, feed the previous result back in.  ISA-L's
+ * crc32_gzip_refl() has exactly these semantics (it inverts the seed on entry
+ * and the result on exit), so it is a drop-in replacement for the table code.
+ *
+ * ICRC (IBTA Vol 1 Annex A17.3.3, RoCEv2): the CRC32 of
+ *   - 8 bytes of 0xFF standing in for the (absent) LRH,
+ *   - the IP header with its variant fields set to all ones:
+ *       IPv4: TOS (DSCP+ECN), TTL and header checksum; everything else as
+ *             sent (version/IHL 0x45, total length, ID, flags/fragment
+ *             offset, protocol 17, addresses).  uroce sends ID 0 with DF set.
+ *       IPv6: traffic class, flow label and hop limit; the version nibble,
+ *             payload length, next header 17 and addresses as sent.  The
+ *             first word is therefore 0x6FFFFFFF.
+ *   - the UDP header with its checksum set to 0xFFFF,
+ *   - the BTH with byte 4 (FECN, BECN and the 6 reserved bits in front of
+ *     the destination QP) set to 0xFF,
+ *   - the rest of the packet up to, not including, the ICRC.
+ * The register is preset to ones and the result inverted like any CRC32,
+ * and the 32-bit result goes on the wire least significant byte first
+ * (the byte order the CRC bits come out in).  This matches Linux rxe
+ * (rxe_icrc.c, which stores ~crc as a little-endian word) and scapy's
+ * contrib/roce.py (zlib.crc32 of the pseudo packet, packed little-endian).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "transport/pkt.h"
+
+#ifdef UROCE_HAVE_ISAL
+#include <isa-l/crc.h>
+#endif
+
+#define CRC32_POLY_REFL 0xedb88320u
+
+static uint32_t crc_tab[8][256];
+static pthread_once_t crc_tab_once = PTHREAD_ONCE_INIT;
+
+/* crc_tab[k][b]: the CRC register after byte b followed by k zero bytes. */
+static void crc_tab_build(void)
+{
+	for (uint32_t b = 0; b < 256; b++) {
+		uint32_t c = b;
+
+		for (int i = 0; i < 8; i++)
+			c = (c >> 1) ^ (CRC32_POLY_REFL & (0u - (c & 1u)));
+		crc_tab[0][b] = c;
+	}
+	for (uint32_t b = 0; b < 256; b++)
+		for (int k = 1; k < 8; k++)
+			crc_tab[k][b] =
+			    (crc_tab[k - 1][b] >> 8) ^ crc_tab[0][crc_tab[k - 1][b] & 0xff];
+}
+
+static inline uint32_t load_le32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return le32toh(v);
+}
+
+/* Slicing-by-8: eight bytes per step through eight 1 KiB tables. */
+uint32_t uroce_crc32_sw(uint32_t crc, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	pthread_once(&crc_tab_once, crc_tab_build);
+	crc = ~crc;
+	while (len >= 8) {
+		uint32_t lo = load_le32(p) ^ crc;
+		uint32_t hi = load_le32(p + 4);
+
+		crc = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^
+		      crc_tab[5][(lo >> 16) & 0xff] ^ crc_tab[4][lo >> 24] ^ crc_tab[3][hi & 0xff] ^
+		      crc_tab[2][(hi >> 8) & 0xff] ^ crc_tab[1][(hi >> 16) & 0xff] ^
+		      crc_tab[0][hi >> 24];
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		crc = (crc >> 8) ^ crc_tab[0][(crc ^ *p++) & 0xff];
+	return ~crc;
+}
+
+uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len)
+{
+#ifdef UROCE_HAVE_ISAL
+	return crc32_gzip_refl(crc, buf, len);
+#else
+	return uroce_crc32_sw(crc, buf, len);
+#endif
+}
+
+static inline void put16(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+#define ICRC_LRH_BYTES	8
+#define ICRC_IPV4_BYTES 20
+#define ICRC_IPV6_BYTES 40
+#define ICRC_UDP_BYTES	8
+#define IPV4_DF		0x4000
+
+uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
+{
+	/* Masked LRH, IP header, UDP header and BTH: at most 8+40+8+12 bytes. */
+	uint8_t ph[ICRC_LRH_BYTES + ICRC_IPV6_BYTES + ICRC_UDP_BYTES + UR_BTH_BYTES];
+	uint32_t udp_len = ICRC_UDP_BYTES + len_no_icrc + UR_ICRC_BYTES;
+	uint8_t *h = ph + ICRC_LRH_BYTES;
+	uint32_t crc;
+
+	memset(ph, 0xff, ICRC_LRH_BYTES);
+	if (ip->family == AF_INET) {
+		h[0] = 0x45; /* version 4, IHL 5 */
+		h[1] = 0xff; /* TOS: masked */
+		put16(h + 2, ICRC_IPV4_BYTES + udp_len);
+		put16(h + 4, 0); /* identification */
+		put16(h + 6, IPV4_DF);
+		h[8] = 0xff; /* TTL: masked */
+		h[9] = IPPROTO_UDP;
+		put16(h + 10, 0xffff); /* header checksum: masked */
+		memcpy(h + 12, &ip->src.v4, 4);
+		memcpy(h + 16, &ip->dst.v4, 4);
+		h += ICRC_IPV4_BYTES;
+	} else {
+		h[0] = 0x6f; /* version 6, traffic class and flow label masked */
+		h[1] = 0xff;
+		h[2] = 0xff;
+		h[3] = 0xff;
+		put16(h + 4, udp_len); /* payload length */
+		h[6] = IPPROTO_UDP;
+		h[7] = 0xff; /* hop limit: masked */
+		memcpy(h + 8, &ip->src.v6, 16);
+		memcpy(h + 24, &ip->dst.v6, 16);
+		h += ICRC_IPV6_BYTES;
+	}
+	put16(h, ip->sport);
+	put16(h + 2, ip->dport);
+	put16(h + 4, udp_len);
+	put16(h + 6, 0xffff); /* UDP checksum: masked */
+	h += ICRC_UDP_BYTES;
+	memcpy(h, bth, UR_BTH_BYTES);
+	h[4] = 0xff; /* FECN, BECN, resv6: masked */
+	h += UR_BTH_BYTES;
+
+	crc = uroce_crc32(0, ph, (size_t)(h - ph));
+	return uroce_crc32(crc, bth + UR_BTH_BYTES, len_no_icrc - UR_BTH_BYTES);
+}
+
+bool uroce_icrc_ok(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
+{
+	uint32_t n, wire;
+
+	if (pkt->len < UR_BTH_BYTES + UR_ICRC_BYTES)
+		return false;
+	if (ip->family != AF_INET && ip->family != AF_INET6)
+		return false;
+	n = pkt->len - UR_ICRC_BYTES;
+	memcpy(&wire, pkt->bth + n, UR_ICRC_BYTES);
+	return le32toh(wire) == uroce_icrc_compute(ip, pkt->bth, n);
+}

@@ -1,0 +1,277 @@
+/* RC requester: turns send WQEs into packets (IBTA 9.5, 9.7.1), keeps a
+ * window of unacknowledged packets, and retransmits go-back-N from the
+ * oldest unacknowledged PSN on timeout, NAK or RNR NAK (9.7.5.2).
+ *
+ * It runs under qp->lock, from ibv_post_send (the application's thread: a
+ * send costs no thread wake-up) and from the progress thread when ACKs open
+ * the window or a timer fires.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "transport/rc.h"
+
+enum req_result { REQ_SENT, REQ_BLOCKED, REQ_DONE_WQE, REQ_ERROR };
+
+static const char *const req_result_name[] = {"sent", "blocked", "wqe-done", "error"};
+
+int uroce_qp_xmit(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	uroce_pkt_finish(pkt, &qp->path);
+	ur_trace("QP 0x%06x tx %s psn %u len %u", qp->ibqp.qp_base.qp_num,
+		 uroce_opcode_name(pkt->opcode), pkt->psn, pkt->len);
+	return uroce_ep_xmit(qp->ep, &qp->path, pkt->bth, pkt->len);
+}
+
+/* IBTA Table 45: RNR NAK timer field -> delay. */
+uint64_t uroce_rnr_timer_ns(unsigned int code)
+{
+	static const uint32_t us[32] = {
+	    655360, 10,	   20,	  30,	 40,	60,	80,	120,	160,	240,	320,
+	    480,    640,   960,	  1280,	 1920,	2560,	3840,	5120,	7680,	10240,	15360,
+	    20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+	};
+	return (uint64_t)us[code & 31] * 1000ull;
+}
+
+void uroce_req_arm(struct uroce_qp *qp)
+{
+	uint64_t t = rc_timeout_ns(qp);
+
+	if (!qp->req.inflight || !t) {
+		qp->req.deadline_ns = 0;
+		return;
+	}
+	qp->req.deadline_ns = uroce_now_ns() + t;
+	uroce_progress_arm(qp->ctx, qp->req.deadline_ns);
+}
+
+static uint8_t pick_opcode(const struct uroce_swqe *w, bool first, bool last)
+{
+	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+
+	switch (w->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		if (first && last)
+			return imm ? UR_OPC_SEND_ONLY_IMM : UR_OPC_SEND_ONLY;
+		if (first)
+			return UR_OPC_SEND_FIRST;
+		if (last)
+			return imm ? UR_OPC_SEND_LAST_IMM : UR_OPC_SEND_LAST;
+		return UR_OPC_SEND_MIDDLE;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		if (first && last)
+			return imm ? UR_OPC_WRITE_ONLY_IMM : UR_OPC_WRITE_ONLY;
+		if (first)
+			return UR_OPC_WRITE_FIRST;
+		if (last)
+			return imm ? UR_OPC_WRITE_LAST_IMM : UR_OPC_WRITE_LAST;
+		return UR_OPC_WRITE_MIDDLE;
+	default:
+		return UR_OPC_READ_REQ;
+	}
+}
+
+/* The WQE cannot be sent: complete it with st and fail the QP (the
+ * completer reports it in order). */
+static void fail_wqe(struct uroce_qp *qp, struct uroce_swqe *w, enum ibv_wc_status st)
+{
+	ur_dbg("QP 0x%06x: WQE %llu fails locally: %s", qp->ibqp.qp_base.qp_num,
+	       (unsigned long long)w->wr_id, ibv_wc_status_str(st));
+	w->status = st;
+	w->state = UROCE_WQE_DONE;
+	qp->req.halted = true;
+	qp->sq.req++;
+	qp->req.offset = 0;
+	uroce_comp_retire(qp);
+}
+
+/* Send the next packet of w (a SEND or WRITE) at qp->req.offset. */
+static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
+{
+	uint8_t buf[UR_BTH_BYTES + 64 + 4096 + 8];
+	uint32_t off = qp->req.offset, paylen = w->length - off;
+	struct uroce_pkt pkt;
+	bool first = off == 0, last;
+	enum ibv_wc_status st;
+	uint8_t opc;
+
+	if (paylen > qp->mtu)
+		paylen = qp->mtu;
+	last = off + paylen == w->length;
+	opc = pick_opcode(w, first, last);
+	if (first)
+		w->first_psn = qp->req.psn;
+	uroce_pkt_init(&pkt, buf, opc, qp->attr.dest_qp_num, qp->req.psn, paylen);
+	if (pkt.mask & URM_RETH)
+		ur_reth_set(&pkt, w->remote_addr, w->rkey, w->length);
+	if (pkt.mask & URM_IMMDT)
+		ur_immdt_set_raw(&pkt, w->imm_data);
+	if (last && (w->send_flags & IBV_SEND_SOLICITED))
+		ur_bth_set_se(&pkt, true);
+	ur_bth_set_ackreq(&pkt, last || (qp->req.psn % UROCE_ACKREQ_EVERY) == 0);
+	ur_bth_set_psn(&pkt, qp->req.psn);
+
+	if (w->inline_data) {
+		memcpy(pkt.payload, w->inline_data + off, paylen);
+	} else if (paylen) {
+		int r;
+
+		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		r = uroce_sge_copy(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off,
+				   pkt.payload, paylen, false, &st);
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		if (r) {
+			fail_wqe(qp, w, st);
+			return REQ_ERROR;
+		}
+	}
+	uroce_qp_xmit(qp, &pkt);
+	qp->req.psn = (qp->req.psn + 1) & UR_PSN_MASK;
+	qp->req.inflight++;
+	qp->req.offset += paylen;
+	if (last) {
+		w->last_psn = pkt.psn;
+		w->state = UROCE_WQE_SENT;
+		qp->sq.req++;
+		qp->req.offset = 0;
+		return REQ_DONE_WQE;
+	}
+	return REQ_SENT;
+}
+
+/* An RDMA READ request: one packet that consumes one PSN per response
+ * packet (IBTA 9.4.4).  After a retry, offset skips what already arrived. */
+static enum req_result send_read(struct uroce_qp *qp, struct uroce_swqe *w)
+{
+	uint8_t buf[UR_BTH_BYTES + UR_RETH_BYTES + 8];
+	uint32_t off = qp->req.offset;
+	struct uroce_pkt pkt;
+
+	if (!off) {
+		w->first_psn = qp->req.psn;
+		w->npkts = swqe_npkts(qp, w);
+		w->last_psn = (w->first_psn + w->npkts - 1) & UR_PSN_MASK;
+	}
+	uroce_pkt_init(&pkt, buf, UR_OPC_READ_REQ, qp->attr.dest_qp_num, qp->req.psn, 0);
+	ur_reth_set(&pkt, w->remote_addr + off, w->rkey, w->length - off);
+	ur_bth_set_ackreq(&pkt, true);
+	ur_bth_set_psn(&pkt, qp->req.psn);
+	uroce_qp_xmit(qp, &pkt);
+	qp->req.inflight += (uint32_t)ur_psn_diff(w->last_psn, qp->req.psn) + 1;
+	qp->req.psn = (w->last_psn + 1) & UR_PSN_MASK;
+	qp->req.rd_inflight++;
+	w->state = UROCE_WQE_SENT;
+	qp->sq.req++;
+	qp->req.offset = 0;
+	return REQ_DONE_WQE;
+}
+
+static enum req_result req_step(struct uroce_qp *qp)
+{
+	struct uroce_swqe *w;
+	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+
+	if (qp->sq.req == qp->sq.head)
+		return REQ_BLOCKED;
+	if (qp->req.inflight >= UROCE_WINDOW)
+		return REQ_BLOCKED;
+	w = swqe(qp, qp->sq.req);
+	if (swqe_is_rd(w) && qp->req.offset == 0 && qp->req.rd_inflight >= max_rd)
+		return REQ_BLOCKED; /* C9-?: at most max_rd_atomic outstanding */
+	/* IBV_SEND_FENCE: wait for outstanding READs/atomics (IBTA 10.8.3.3) */
+	if ((w->send_flags & IBV_SEND_FENCE) && qp->req.offset == 0 && qp->req.rd_inflight)
+		return REQ_BLOCKED;
+	if (w->opcode == IBV_WR_RDMA_READ)
+		return send_read(qp, w);
+	return send_data_pkt(qp, w);
+}
+
+void uroce_req_progress(struct uroce_qp *qp)
+{
+	enum req_result r;
+
+	if (qp->attr.qp_state != IBV_QPS_RTS || qp->req.halted)
+		return;
+	if (qp->req.rnr_until_ns) {
+		if (uroce_now_ns() < qp->req.rnr_until_ns)
+			return;
+		qp->req.rnr_until_ns = 0;
+	}
+	do {
+		r = req_step(qp);
+		ur_trace("QP 0x%06x req step: %s", qp->ibqp.qp_base.qp_num, req_result_name[r]);
+	} while (r == REQ_SENT || r == REQ_DONE_WQE);
+	if (qp->req.inflight && !qp->req.deadline_ns)
+		uroce_req_arm(qp);
+}
+
+/* Go back to psn: the WQE that holds it becomes the next to send, from the
+ * matching offset; later WQEs are sent again as well (go-back-N). */
+void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
+{
+	uint32_t i;
+
+	for (i = qp->sq.tail; i != qp->sq.req; i++) {
+		struct uroce_swqe *w = swqe(qp, i);
+
+		if (w->state == UROCE_WQE_SENT && ur_psn_diff(psn, w->last_psn) <= 0)
+			break;
+	}
+	if (i == qp->sq.req && ur_psn_diff(psn, qp->req.psn) >= 0)
+		return; /* nothing sent at or after psn */
+	uroce_count(qp->ctx, retransmits, (unsigned long)ur_psn_diff(qp->req.psn, psn));
+	if (i != qp->sq.req) {
+		struct uroce_swqe *w = swqe(qp, i);
+		int32_t k = ur_psn_diff(psn, w->first_psn);
+
+		if (k < 0)
+			k = 0;
+		qp->req.offset = (uint32_t)k * qp->mtu;
+		psn = (w->first_psn + (uint32_t)k) & UR_PSN_MASK;
+		for (uint32_t j = i; j != qp->sq.req; j++)
+			swqe(qp, j)->state = UROCE_WQE_POSTED;
+		qp->sq.req = i;
+	}
+	ur_dbg("QP 0x%06x: go back to psn %u (was at %u)", qp->ibqp.qp_base.qp_num, psn,
+	       qp->req.psn);
+	qp->req.psn = psn;
+	qp->req.inflight = 0;
+	qp->req.rd_inflight = 0;
+	qp->req.deadline_ns = 0;
+}
+
+/* Retransmission timer (IBTA 9.7.6.1.3, C9-139..141): resend from the oldest
+ * unacknowledged PSN; after retry_cnt retries (7 = forever) the WQE fails. */
+void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
+{
+	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
+		return;
+	if (qp->req.rnr_until_ns && now >= qp->req.rnr_until_ns) {
+		uroce_req_progress(qp);
+		return;
+	}
+	if (!qp->req.deadline_ns || now < qp->req.deadline_ns)
+		return;
+	qp->req.deadline_ns = 0;
+	if (!qp->req.inflight)
+		return;
+	uroce_count(qp->ctx, timeouts, 1);
+	if (qp->attr.retry_cnt != 7) {
+		if (qp->req.retry_cnt == 0) {
+			struct uroce_swqe *w = swqe(qp, qp->sq.tail);
+
+			ur_dbg("QP 0x%06x: transport retry counter exceeded",
+			       qp->ibqp.qp_base.qp_num);
+			w->status = IBV_WC_RETRY_EXC_ERR;
+			w->state = UROCE_WQE_DONE;
+			uroce_comp_retire(qp);
+			return;
+		}
+		qp->req.retry_cnt--;
+	}
+	uroce_req_go_back(qp, qp->req.una_psn);
+	uroce_req_progress(qp);
+}

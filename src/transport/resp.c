@@ -1,0 +1,399 @@
+/* RC responder (IBTA 9.7.4, 9.7.5.1): checks each request packet's PSN and
+ * opcode sequence, validates R_Key/L_Key access, places data, generates
+ * ACKs (coalesced per receive batch), NAKs and RNR NAKs, RDMA READ
+ * responses, and receive completions.
+ *
+ * Explicit state machine as in Linux rxe: each check_*() step returns the
+ * next state; errors end in a NAK state.
+ */
+#include <string.h>
+
+#include "transport/rc.h"
+
+enum resp_state {
+	RESPST_CHECK_PSN,
+	RESPST_CHECK_OP_SEQ,
+	RESPST_CHECK_RESOURCE,
+	RESPST_CHECK_RKEY,
+	RESPST_EXECUTE,
+	RESPST_DUPLICATE,
+	RESPST_DONE,
+	RESPST_NAK_PSN_SEQ,
+	RESPST_RNR,
+	RESPST_NAK_INVALID,
+	RESPST_NAK_ACCESS,
+	RESPST_NAK_OP,
+	RESPST_DROP,
+};
+
+static const char *const resp_state_name[] = {
+	"check-psn", "check-op-seq", "check-resource", "check-rkey", "execute",
+	"duplicate", "done",	     "nak-psn-seq",    "rnr-nak",    "nak-invalid-req",
+	"nak-access", "nak-op-err",  "drop",
+};
+
+static void send_aeth(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
+{
+	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + 8];
+	struct uroce_pkt pkt;
+
+	uroce_pkt_init(&pkt, buf, UR_OPC_ACK, qp->attr.dest_qp_num, psn, 0);
+	ur_aeth_set(&pkt, syn, qp->resp.msn);
+	uroce_qp_xmit(qp, &pkt);
+}
+
+void uroce_resp_flush_ack(struct uroce_qp *qp)
+{
+	if (!qp->resp.ack_pending)
+		return;
+	qp->resp.ack_pending = false;
+	uroce_count(qp->ctx, acks_tx, 1);
+	send_aeth(qp, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.ack_psn);
+}
+
+static void send_nak(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
+{
+	qp->resp.ack_pending = false; /* a NAK acknowledges psn - 1 too */
+	send_aeth(qp, syn, psn);
+}
+
+static bool rq_empty(struct uroce_qp *qp)
+{
+	return qp->rq.head == qp->rq.tail;
+}
+
+static void take_rwqe(struct uroce_qp *qp)
+{
+	qp->resp.rwqe = qp->rq.wqe[qp->rq.tail & (qp->rq.size - 1)];
+	qp->rq.tail++;
+	qp->resp.have_rwqe = true;
+	qp->resp.rcv_offset = 0;
+}
+
+static void complete_recv(struct uroce_qp *qp, struct uroce_pkt *pkt, enum ibv_wc_status st,
+			  enum ibv_wc_opcode op, uint32_t byte_len)
+{
+	struct ibv_wc wc = {
+		.wr_id = qp->resp.rwqe.wr_id,
+		.status = st,
+		.opcode = op,
+		.byte_len = byte_len,
+		.qp_num = qp->ibqp.qp_base.qp_num,
+		.src_qp = qp->attr.dest_qp_num,
+	};
+
+	if (pkt && (pkt->mask & URM_IMMDT)) {
+		wc.imm_data = ur_immdt_raw(pkt);
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	qp->resp.have_rwqe = false;
+	uroce_cq_push(to_ucq(qp->ibqp.qp_base.recv_cq), &wc, pkt && pkt->se);
+}
+
+/* C9-?: sequence errors are NAKed once; duplicates are re-acknowledged. */
+static enum resp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	int32_t d = ur_psn_diff(pkt->psn, qp->resp.psn);
+
+	if (d > 0) {
+		uroce_count(qp->ctx, out_of_seq, 1);
+		return qp->resp.nak_sent ? RESPST_DROP : RESPST_NAK_PSN_SEQ;
+	}
+	if (d < 0) {
+		uroce_count(qp->ctx, duplicates, 1);
+		return RESPST_DUPLICATE;
+	}
+	qp->resp.nak_sent = false;
+	return RESPST_CHECK_OP_SEQ;
+}
+
+/* C9-?: a MIDDLE/LAST must continue the message in progress; a new message
+ * must not start while one is incomplete. */
+static enum resp_state check_op_seq(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	bool cont = !(pkt->mask & URM_START);
+
+	if (qp->resp.in_send)
+		return cont && (pkt->mask & URM_SEND) ? RESPST_CHECK_RESOURCE : RESPST_NAK_INVALID;
+	if (qp->resp.in_write)
+		return cont && (pkt->mask & URM_WRITE) ? RESPST_CHECK_RESOURCE
+						       : RESPST_NAK_INVALID;
+	if (cont)
+		return RESPST_NAK_INVALID;
+	if (pkt->mask & URM_ATOMIC)
+		return RESPST_NAK_INVALID; /* atomic_cap is IBV_ATOMIC_NONE */
+	return RESPST_CHECK_RESOURCE;
+}
+
+/* A message that ends in a receive completion needs a receive WQE (RNR NAK
+ * otherwise, 9.7.5.2.8); data packets must be full-MTU but the last. */
+static enum resp_state check_resource(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	if ((pkt->mask & URM_PAYLOAD) && !(pkt->mask & URM_END) && pkt->paylen != qp->mtu)
+		return RESPST_NAK_INVALID;
+	if ((pkt->mask & URM_PAYLOAD) && pkt->paylen > qp->mtu)
+		return RESPST_NAK_INVALID;
+	if ((pkt->mask & URM_SEND) && (pkt->mask & URM_START) && !qp->resp.have_rwqe) {
+		if (rq_empty(qp))
+			return RESPST_RNR;
+		take_rwqe(qp);
+	}
+	if ((pkt->mask & URM_WRITE) && (pkt->mask & URM_RWR) && (pkt->mask & URM_END) &&
+	    !qp->resp.have_rwqe && rq_empty(qp))
+		return RESPST_RNR;
+	return (pkt->mask & (URM_WRITE | URM_READ)) && (pkt->mask & URM_RETH) ? RESPST_CHECK_RKEY
+									      : RESPST_EXECUTE;
+}
+
+/* R_Key checks (IBTA 10.6.3.2 / C9-?): the QP grants the access, the key
+ * names an MR of the QP's PD with that access, and the range is inside it.
+ * Caller holds mr_lock. */
+static bool rkey_ok(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len,
+		    unsigned int access)
+{
+	struct uroce_mr *mr;
+
+	if (!(qp->attr.qp_access_flags & access))
+		return false;
+	if (len == 0)
+		return true; /* zero-length: no key check (C9-?) */
+	mr = uroce_mr_lookup(qp->ctx, rkey);
+	return mr && mr->ibmr.pd == qp->ibqp.qp_base.pd && (mr->access & access) &&
+	       uroce_mr_ptr(mr, va, len);
+}
+
+static enum resp_state check_rkey(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	unsigned int access = (pkt->mask & URM_READ) ? IBV_ACCESS_REMOTE_READ
+						     : IBV_ACCESS_REMOTE_WRITE;
+	bool ok;
+
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	ok = rkey_ok(qp, ur_reth_rkey(pkt), ur_reth_va(pkt), ur_reth_len(pkt), access);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (!ok) {
+		ur_dbg("QP 0x%06x: %s va 0x%llx len %u rkey 0x%08x: access denied",
+		       qp->ibqp.qp_base.qp_num, uroce_opcode_name(pkt->opcode),
+		       (unsigned long long)ur_reth_va(pkt), ur_reth_len(pkt), ur_reth_rkey(pkt));
+		return RESPST_NAK_ACCESS;
+	}
+	return RESPST_EXECUTE;
+}
+
+static enum resp_state exec_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	enum ibv_wc_status st;
+	int r;
+
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	r = uroce_sge_copy(qp->ctx, qp->ibqp.qp_base.pd, qp->resp.rwqe.sg, qp->resp.rwqe.num_sge,
+			   qp->resp.rcv_offset, pkt->payload, pkt->paylen, true, &st);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (r) {
+		/* 9.9.3.1.2: the receive buffer is too small (or not ours) */
+		complete_recv(qp, NULL, st, IBV_WC_RECV, qp->resp.rcv_offset);
+		return st == IBV_WC_LOC_LEN_ERR ? RESPST_NAK_INVALID : RESPST_NAK_OP;
+	}
+	qp->resp.rcv_offset += pkt->paylen;
+	qp->resp.in_send = !(pkt->mask & URM_END);
+	if (pkt->mask & URM_END)
+		complete_recv(qp, pkt, IBV_WC_SUCCESS, IBV_WC_RECV, qp->resp.rcv_offset);
+	return RESPST_DONE;
+}
+
+static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	uint8_t *dst = NULL;
+
+	if (pkt->mask & URM_RETH) {
+		qp->resp.write_va = ur_reth_va(pkt);
+		qp->resp.write_rkey = ur_reth_rkey(pkt);
+		qp->resp.write_len = ur_reth_len(pkt);
+		qp->resp.write_offset = 0;
+	}
+	if (qp->resp.write_offset + pkt->paylen > qp->resp.write_len ||
+	    ((pkt->mask & URM_END) && qp->resp.write_offset + pkt->paylen != qp->resp.write_len))
+		return RESPST_NAK_INVALID; /* C9-?: length must match the RETH */
+	if (pkt->paylen) {
+		struct uroce_mr *mr;
+
+		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		mr = uroce_mr_lookup(qp->ctx, qp->resp.write_rkey);
+		if (mr && mr->ibmr.pd == qp->ibqp.qp_base.pd &&
+		    (mr->access & IBV_ACCESS_REMOTE_WRITE))
+			dst = uroce_mr_ptr(mr, qp->resp.write_va + qp->resp.write_offset,
+					   pkt->paylen);
+		if (dst)
+			memcpy(dst, pkt->payload, pkt->paylen);
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		if (!dst)
+			return RESPST_NAK_ACCESS; /* the MR went away mid-message */
+	}
+	qp->resp.write_offset += pkt->paylen;
+	qp->resp.in_write = !(pkt->mask & URM_END);
+	if ((pkt->mask & URM_END) && (pkt->mask & URM_IMMDT)) {
+		if (!qp->resp.have_rwqe)
+			take_rwqe(qp);
+		complete_recv(qp, pkt, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
+			      qp->resp.write_len);
+	}
+	return RESPST_DONE;
+}
+
+/* Send the READ response packets for [va, va+len) starting at psn. */
+static void send_read_resp(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey,
+			   uint32_t len)
+{
+	uint32_t n = len ? (len + qp->mtu - 1) / qp->mtu : 1;
+	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + 4096 + 8];
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t off = i * qp->mtu, paylen = len - off;
+		struct uroce_pkt pkt;
+		struct uroce_mr *mr;
+		uint8_t opc;
+		uint8_t *src = NULL;
+
+		if (paylen > qp->mtu)
+			paylen = qp->mtu;
+		opc = n == 1		? UR_OPC_READ_RESP_ONLY
+		      : i == 0		? UR_OPC_READ_RESP_FIRST
+		      : i == n - 1	? UR_OPC_READ_RESP_LAST
+					: UR_OPC_READ_RESP_MIDDLE;
+		uroce_pkt_init(&pkt, buf, opc, qp->attr.dest_qp_num, (psn + i) & UR_PSN_MASK,
+			       paylen);
+		if (pkt.mask & URM_AETH)
+			ur_aeth_set(&pkt, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.msn);
+		if (paylen) {
+			pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+			mr = uroce_mr_lookup(qp->ctx, rkey);
+			if (mr && mr->ibmr.pd == qp->ibqp.qp_base.pd &&
+			    (mr->access & IBV_ACCESS_REMOTE_READ))
+				src = uroce_mr_ptr(mr, va + off, paylen);
+			if (src)
+				memcpy(pkt.payload, src, paylen);
+			pthread_rwlock_unlock(&qp->ctx->mr_lock);
+			if (!src) {
+				send_nak(qp, UR_AETH_NAK | UR_NAK_REM_ACCESS_ERR, pkt.psn);
+				return;
+			}
+		}
+		uroce_qp_xmit(qp, &pkt);
+	}
+}
+
+static enum resp_state exec_read(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	uint32_t len = ur_reth_len(pkt);
+	uint32_t n = len ? (len + qp->mtu - 1) / qp->mtu : 1;
+
+	/* Every response packet carries the MSN of the READ itself. */
+	qp->resp.msn = (qp->resp.msn + 1) & 0xffffffu;
+	send_read_resp(qp, pkt->psn, ur_reth_va(pkt), ur_reth_rkey(pkt), len);
+	qp->resp.psn = (pkt->psn + n) & UR_PSN_MASK;
+	return RESPST_DROP; /* PSN already advanced; no ACK needed */
+}
+
+static enum resp_state execute(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	if (pkt->mask & URM_READ)
+		return exec_read(qp, pkt);
+	if (pkt->mask & URM_SEND)
+		return exec_send(qp, pkt);
+	if (pkt->mask & URM_WRITE)
+		return exec_write(qp, pkt);
+	return RESPST_NAK_INVALID;
+}
+
+/* 9.7.5.1.1: a duplicate SEND/WRITE is acknowledged again without being
+ * executed; a duplicate READ is answered again from memory (the requester
+ * may have lost the responses). */
+static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	if (pkt->mask & URM_READ) {
+		uint32_t len = ur_reth_len(pkt);
+		bool ok;
+
+		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		ok = rkey_ok(qp, ur_reth_rkey(pkt), ur_reth_va(pkt), len, IBV_ACCESS_REMOTE_READ);
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		if (ok)
+			send_read_resp(qp, pkt->psn, ur_reth_va(pkt), ur_reth_rkey(pkt), len);
+		return;
+	}
+	qp->resp.ack_pending = true;
+	qp->resp.ack_psn = (qp->resp.psn - 1) & UR_PSN_MASK;
+}
+
+void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	enum resp_state s = RESPST_CHECK_PSN;
+	enum ibv_qp_state qs = qp->attr.qp_state;
+
+	/* C10-?: a QP in RESET, INIT or ERR ignores incoming packets */
+	if (qs == IBV_QPS_RESET || qs == IBV_QPS_INIT || qs == IBV_QPS_ERR ||
+	    (pkt->opcode & UR_TR_MASK) != UR_TR_RC) {
+		uroce_count(qp->ctx, rx_drop_state, 1);
+		return;
+	}
+	for (;;) {
+		ur_trace("QP 0x%06x rx %s psn %u: %s", qp->ibqp.qp_base.qp_num,
+			 uroce_opcode_name(pkt->opcode), pkt->psn, resp_state_name[s]);
+		switch (s) {
+		case RESPST_CHECK_PSN:
+			s = check_psn(qp, pkt);
+			continue;
+		case RESPST_CHECK_OP_SEQ:
+			s = check_op_seq(qp, pkt);
+			continue;
+		case RESPST_CHECK_RESOURCE:
+			s = check_resource(qp, pkt);
+			continue;
+		case RESPST_CHECK_RKEY:
+			s = check_rkey(qp, pkt);
+			continue;
+		case RESPST_EXECUTE:
+			s = execute(qp, pkt);
+			continue;
+		case RESPST_DUPLICATE:
+			duplicate(qp, pkt);
+			return;
+		case RESPST_DONE:
+			qp->resp.psn = (pkt->psn + 1) & UR_PSN_MASK;
+			if (pkt->mask & URM_END)
+				qp->resp.msn = (qp->resp.msn + 1) & 0xffffffu;
+			if (pkt->ackreq) {
+				qp->resp.ack_pending = true;
+				qp->resp.ack_psn = pkt->psn;
+			}
+			return;
+		case RESPST_NAK_PSN_SEQ:
+			qp->resp.nak_sent = true;
+			uroce_count(qp->ctx, naks_tx, 1);
+			send_nak(qp, UR_AETH_NAK | UR_NAK_PSN_SEQ_ERR, qp->resp.psn);
+			return;
+		case RESPST_RNR:
+			uroce_count(qp->ctx, rnr_naks_tx, 1);
+			send_nak(qp, (uint8_t)(UR_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
+				 pkt->psn);
+			return;
+		case RESPST_NAK_INVALID:
+		case RESPST_NAK_ACCESS:
+		case RESPST_NAK_OP: {
+			static const uint8_t code[] = { UR_NAK_INVALID_REQ, UR_NAK_REM_ACCESS_ERR,
+							UR_NAK_REM_OP_ERR };
+
+			uroce_count(qp->ctx, naks_tx, 1);
+			send_nak(qp, UR_AETH_NAK | code[s - RESPST_NAK_INVALID], pkt->psn);
+			/* 9.9.3.1: class B/C/D errors take the responder to ERR */
+			if (qp->resp.have_rwqe)
+				complete_recv(qp, NULL, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0);
+			uroce_qp_error(qp);
+			return;
+		}
+		case RESPST_DROP:
+		default:
+			return;
+		}
+	}
+}

@@ -1,0 +1,344 @@
+/* Completion queues and completion channels.
+ *
+ * A CQ is a ring of struct ibv_wc under cq->lock.  A completion channel is a
+ * pipe: when an armed CQ gets a completion, its 64-bit handle is written to
+ * the pipe, so the channel fd is readable exactly when ibv_get_cq_event has
+ * an event to return (and works with poll/epoll/O_NONBLOCK like the kernel's).
+ * Handles, not pointers, travel through the pipe: an event still queued for
+ * a CQ that was destroyed since is recognised and skipped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "uroce.h"
+#include "verbs/verbs_ops.h"
+
+static atomic_ullong next_cq_handle = 1;
+
+UROCE_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
+{
+	struct uroce_channel *ch;
+	int p[2];
+
+	if (!context) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ch = calloc(1, sizeof(*ch));
+	if (!ch) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (pipe2(p, O_CLOEXEC)) {
+		free(ch);
+		return NULL;
+	}
+	fcntl(p[1], F_SETFL, O_NONBLOCK);
+	ch->ibch.context = context;
+	ch->ibch.fd = p[0];
+	ch->wr_fd = p[1];
+	pthread_mutex_init(&ch->lock, NULL);
+	return &ch->ibch;
+}
+
+UROCE_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
+{
+	struct uroce_channel *ch;
+
+	if (!channel)
+		return EINVAL;
+	ch = container_of(channel, struct uroce_channel, ibch);
+	pthread_mutex_lock(&ch->lock);
+	if (ch->ncq) {
+		pthread_mutex_unlock(&ch->lock);
+		ur_dbg("destroy_comp_channel: %d CQ(s) still use it", ch->ncq);
+		return EBUSY;
+	}
+	pthread_mutex_unlock(&ch->lock);
+	close(ch->ibch.fd);
+	close(ch->wr_fd);
+	pthread_mutex_destroy(&ch->lock);
+	free(ch->cqs);
+	free(ch);
+	return 0;
+}
+
+static struct uroce_channel *to_uch(struct ibv_comp_channel *c)
+{
+	return c ? container_of(c, struct uroce_channel, ibch) : NULL;
+}
+
+static int channel_attach(struct uroce_channel *ch, struct uroce_cq *cq)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&ch->lock);
+	if (ch->ncq == ch->cap) {
+		int cap = ch->cap ? ch->cap * 2 : 8;
+		void *n = realloc(ch->cqs, (size_t)cap * sizeof(*ch->cqs));
+
+		if (!n) {
+			ret = ENOMEM;
+			goto out;
+		}
+		ch->cqs = n;
+		ch->cap = cap;
+	}
+	ch->cqs[ch->ncq++] = cq;
+	ch->ibch.refcnt++;
+out:
+	pthread_mutex_unlock(&ch->lock);
+	return ret;
+}
+
+static void channel_detach(struct uroce_channel *ch, struct uroce_cq *cq)
+{
+	pthread_mutex_lock(&ch->lock);
+	for (int i = 0; i < ch->ncq; i++)
+		if (ch->cqs[i] == cq) {
+			ch->cqs[i] = ch->cqs[--ch->ncq];
+			ch->ibch.refcnt--;
+			break;
+		}
+	pthread_mutex_unlock(&ch->lock);
+}
+
+static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq_context,
+				  struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct uroce_cq *cq;
+
+	if (!context) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (cqe < 1 || cqe > UROCE_MAX_CQE) {
+		ur_dbg("create_cq: cqe %d outside 1..max_cqe (%d)", cqe, UROCE_MAX_CQE);
+		errno = EINVAL;
+		return NULL;
+	}
+	if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+		ur_dbg("create_cq: comp_vector %d >= num_comp_vectors (%d)", comp_vector,
+		       context->num_comp_vectors);
+		errno = EINVAL;
+		return NULL;
+	}
+	if (atomic_load(&to_uctx(context)->ncq) >= UROCE_MAX_CQ) {
+		ur_dbg("create_cq: max_cq (%d) reached", UROCE_MAX_CQ);
+		errno = ENOMEM;
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	cq->size = (uint32_t)cqe + 1;
+	cq->ring = calloc(cq->size, sizeof(*cq->ring));
+	if (!cq->ring) {
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
+	cq->ctx = to_uctx(context);
+	cq->handle = atomic_fetch_add(&next_cq_handle, 1);
+	cq->ibcq.context = context;
+	cq->ibcq.channel = channel;
+	cq->ibcq.cq_context = cq_context;
+	cq->ibcq.cqe = cqe;
+	cq->ibcq.handle = (uint32_t)cq->handle;
+	pthread_mutex_init(&cq->ibcq.mutex, NULL);
+	pthread_cond_init(&cq->ibcq.cond, NULL);
+	pthread_mutex_init(&cq->lock, NULL);
+	if (channel && channel_attach(to_uch(channel), cq)) {
+		free(cq->ring);
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
+	atomic_fetch_add(&cq->ctx->ncq, 1);
+	return cq;
+}
+
+UROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
+					  struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct uroce_cq *cq = create_cq(context, cqe, cq_context, channel, comp_vector);
+
+	return cq ? ibv_cq_ex_to_cq(&cq->ibcq) : NULL;
+}
+
+struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *context,
+				     struct ibv_cq_init_attr_ex *attr)
+{
+	(void)context;
+	(void)attr;
+	ur_dbg("create_cq_ex: not supported yet");
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct uroce_cq *cq;
+
+	if (!ibcq)
+		return EINVAL;
+	cq = to_ucq(ibcq);
+	if (atomic_load(&cq->refs)) {
+		ur_dbg("destroy_cq: CQ still used by %u QP(s)", atomic_load(&cq->refs));
+		return EBUSY;
+	}
+	if (ibcq->channel)
+		channel_detach(to_uch(ibcq->channel), cq);
+	/* ibv_destroy_cq(3): wait until every event returned by
+	 * ibv_get_cq_event has been acknowledged. */
+	pthread_mutex_lock(&ibcq->mutex);
+	while (ibcq->comp_events_completed != cq->events_delivered)
+		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+	pthread_mutex_unlock(&ibcq->mutex);
+	atomic_fetch_sub(&cq->ctx->ncq, 1);
+	pthread_mutex_destroy(&cq->lock);
+	free(cq->ring);
+	free(cq);
+	return 0;
+}
+
+UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	(void)cq;
+	(void)cqe;
+	ur_dbg("resize_cq: not supported yet");
+	return EOPNOTSUPP;
+}
+
+int uroce_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr)
+{
+	(void)cq;
+	(void)attr;
+	ur_dbg("modify_cq: completion moderation is not supported");
+	return EOPNOTSUPP;
+}
+
+static void notify(struct uroce_cq *cq)
+{
+	struct uroce_channel *ch = to_uch(cq->ibcq.channel);
+	uint64_t h = cq->handle;
+
+	if (ch && write(ch->wr_fd, &h, sizeof(h)) != sizeof(h))
+		ur_warn("completion channel full: event for CQ %llu lost",
+			(unsigned long long)h);
+}
+
+void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
+{
+	bool fire = false;
+
+	pthread_mutex_lock(&cq->lock);
+	if (cq->count == cq->size - 1) {
+		/* IBTA 11.4.2.1 (C11-27): overrun is a CQ error */
+		if (!cq->overflow) {
+			cq->overflow = true;
+			ur_err("CQ %p overflow: completion for wr_id %llu lost", (void *)cq,
+			       (unsigned long long)wc->wr_id);
+			uroce_async_event(cq->ctx, IBV_EVENT_CQ_ERR, cq);
+		}
+		pthread_mutex_unlock(&cq->lock);
+		return;
+	}
+	cq->ring[cq->tail] = *wc;
+	cq->tail = (cq->tail + 1) % cq->size;
+	cq->count++;
+	if (cq->armed == 1 || (cq->armed == 2 && (solicited || wc->status != IBV_WC_SUCCESS))) {
+		cq->armed = 0;
+		fire = true;
+	}
+	if (fire)
+		notify(cq);
+	pthread_mutex_unlock(&cq->lock);
+}
+
+int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+{
+	struct uroce_cq *cq = to_ucq(ibcq);
+	int n = 0;
+
+	if (num_entries < 0)
+		return -1;
+	pthread_mutex_lock(&cq->lock);
+	while (n < num_entries && cq->count) {
+		wc[n++] = cq->ring[cq->head];
+		cq->head = (cq->head + 1) % cq->size;
+		cq->count--;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return n;
+}
+
+int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct uroce_cq *cq = to_ucq(ibcq);
+
+	if (!ibcq->channel)
+		return ur_dbg("req_notify_cq: CQ has no completion channel"), EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	/* A request for all completions wins over solicited-only. */
+	if (!solicited_only || cq->armed != 1)
+		cq->armed = solicited_only ? 2 : 1;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq_out,
+				  void **cq_context)
+{
+	struct uroce_channel *ch = to_uch(channel);
+
+	if (!ch || !cq_out || !cq_context) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (;;) {
+		struct uroce_cq *cq = NULL;
+		uint64_t h;
+		ssize_t r = read(ch->ibch.fd, &h, sizeof(h));
+
+		if (r != sizeof(h))
+			return -1; /* errno from read (EAGAIN with O_NONBLOCK) */
+		pthread_mutex_lock(&ch->lock);
+		for (int i = 0; i < ch->ncq; i++)
+			if (ch->cqs[i]->handle == h)
+				cq = ch->cqs[i];
+		if (cq) {
+			pthread_mutex_lock(&cq->ibcq.mutex);
+			cq->events_delivered++;
+			pthread_mutex_unlock(&cq->ibcq.mutex);
+		}
+		pthread_mutex_unlock(&ch->lock);
+		if (!cq)
+			continue; /* the CQ was destroyed meanwhile */
+		*cq_out = ibv_cq_ex_to_cq(&cq->ibcq);
+		*cq_context = cq->ibcq.cq_context;
+		return 0;
+	}
+}
+
+UROCE_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	if (!cq)
+		return;
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_cond_signal(&cq->cond);
+	pthread_mutex_unlock(&cq->mutex);
+}
+
+int uroce_query_rt_values(struct ibv_context *context, struct ibv_values_ex *values)
+{
+	(void)context;
+	(void)values;
+	return EOPNOTSUPP;
+}

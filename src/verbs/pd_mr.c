@@ -1,0 +1,298 @@
+/* Protection domains and memory regions.
+ *
+ * An MR's lkey and rkey are the same 32-bit key, drawn at random (and unique
+ * within the context), so a peer cannot guess a valid rkey by counting.  The
+ * key table is a hash of chains under ctx->mr_lock: the data path looks keys
+ * up with the read lock held for the whole copy, so ibv_dereg_mr (write
+ * lock) returns only when no packet is touching the memory any more.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "uroce.h"
+
+#define MR_TAB_SIZE 4096u
+
+UROCE_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
+{
+	struct uroce_ctx *ctx;
+	struct uroce_pd *pd;
+
+	if (!context) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ctx = to_uctx(context);
+	if (atomic_load(&ctx->npd) >= UROCE_MAX_PD) {
+		ur_dbg("alloc_pd: max_pd (%d) reached", UROCE_MAX_PD);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd = calloc(1, sizeof(*pd));
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd->ibpd.context = context;
+	pd->ibpd.handle = atomic_fetch_add(&ctx->npd, 1);
+	return &pd->ibpd;
+}
+
+UROCE_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
+{
+	struct uroce_pd *pd;
+
+	if (!ibpd)
+		return EINVAL;
+	pd = to_upd(ibpd);
+	if (atomic_load(&pd->refs)) {
+		ur_dbg("dealloc_pd: PD still used by %u MR/QP/AH/SRQ objects",
+		       atomic_load(&pd->refs));
+		return EBUSY;
+	}
+	atomic_fetch_sub(&to_uctx(ibpd->context)->npd, 1);
+	free(pd);
+	return 0;
+}
+
+/* ---- key table ---- */
+
+static uint32_t key_hash(uint32_t key)
+{
+	key ^= key >> 16;
+	key *= 0x45d9f3bu;
+	key ^= key >> 16;
+	return key & (MR_TAB_SIZE - 1);
+}
+
+struct uroce_mr *uroce_mr_lookup(struct uroce_ctx *ctx, uint32_t key)
+{
+	struct uroce_mr *mr;
+
+	if (!ctx->mr_tab)
+		return NULL;
+	for (mr = ctx->mr_tab[key_hash(key)]; mr; mr = mr->next)
+		if (mr->ibmr.lkey == key)
+			return mr;
+	return NULL;
+}
+
+static int mr_insert(struct uroce_ctx *ctx, struct uroce_mr *mr)
+{
+	uint32_t key;
+
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	if (!ctx->mr_tab) {
+		ctx->mr_tab = calloc(MR_TAB_SIZE, sizeof(*ctx->mr_tab));
+		if (!ctx->mr_tab) {
+			pthread_rwlock_unlock(&ctx->mr_lock);
+			return ENOMEM;
+		}
+	}
+	if (ctx->nmr >= UROCE_MAX_MR) {
+		pthread_rwlock_unlock(&ctx->mr_lock);
+		ur_dbg("reg_mr: max_mr (%d) reached", UROCE_MAX_MR);
+		return ENOMEM;
+	}
+	do {
+		if (getrandom(&key, sizeof(key), 0) != sizeof(key))
+			key = (uint32_t)random() ^ (uint32_t)(uintptr_t)mr;
+	} while (key == 0 || key == 0xffffffffu || uroce_mr_lookup(ctx, key));
+	mr->ibmr.lkey = mr->ibmr.rkey = key;
+	mr->next = ctx->mr_tab[key_hash(key)];
+	ctx->mr_tab[key_hash(key)] = mr;
+	ctx->nmr++;
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	return 0;
+}
+
+static void mr_remove(struct uroce_ctx *ctx, struct uroce_mr *mr)
+{
+	struct uroce_mr **pp;
+
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	for (pp = &ctx->mr_tab[key_hash(mr->ibmr.lkey)]; *pp; pp = &(*pp)->next)
+		if (*pp == mr) {
+			*pp = mr->next;
+			ctx->nmr--;
+			break;
+		}
+	pthread_rwlock_unlock(&ctx->mr_lock);
+}
+
+/* ---- registration ---- */
+
+#define UROCE_MR_ACCESS                                                                  \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |      \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |          \
+	 IBV_ACCESS_HUGETLB)
+
+/* The memory must be mapped, as the kernel's get_user_pages would demand:
+ * msync() fails with ENOMEM on any unmapped page of the range. */
+static bool range_mapped(void *addr, size_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uintptr_t start = (uintptr_t)addr & ~((uintptr_t)pg - 1);
+	uintptr_t end = (uintptr_t)addr + len;
+
+	return msync((void *)start, end - start, MS_ASYNC) == 0;
+}
+
+static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+			     unsigned int access)
+{
+	struct uroce_mr *mr;
+	int err;
+
+	if (!pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE; /* hints: accepted, ignored */
+	if (access & IBV_ACCESS_ON_DEMAND) {
+		ur_dbg("reg_mr: IBV_ACCESS_ON_DEMAND (ODP) is not supported");
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (access & ~(unsigned int)UROCE_MR_ACCESS) {
+		ur_dbg("reg_mr: unknown access flags 0x%x", access & ~(unsigned int)UROCE_MR_ACCESS);
+		errno = EINVAL;
+		return NULL;
+	}
+	/* IBTA 10.6.3.1 / ibv_reg_mr(3): remote write or atomic needs local write */
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IBV_ACCESS_LOCAL_WRITE)) {
+		ur_dbg("reg_mr: REMOTE_WRITE/REMOTE_ATOMIC require IBV_ACCESS_LOCAL_WRITE");
+		errno = EINVAL;
+		return NULL;
+	}
+	if (length == 0 || length > UROCE_MAX_MR_SIZE) {
+		ur_dbg("reg_mr: length %zu outside 1..max_mr_size", length);
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!addr || !range_mapped(addr, length)) {
+		ur_dbg("reg_mr: [%p, +%zu) is not mapped memory", addr, length);
+		errno = EFAULT;
+		return NULL;
+	}
+	mr = calloc(1, sizeof(*mr));
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	mr->ibmr.context = pd->context;
+	mr->ibmr.pd = pd;
+	mr->ibmr.addr = addr;
+	mr->ibmr.length = length;
+	mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
+	mr->length = length;
+	mr->access = access;
+	err = mr_insert(to_uctx(pd->context), mr);
+	if (err) {
+		free(mr);
+		errno = err;
+		return NULL;
+	}
+	atomic_fetch_add(&to_upd(pd)->refs, 1);
+	ur_trace("reg_mr: %p+%zu iova 0x%llx key 0x%08x access 0x%x", addr, length,
+		 (unsigned long long)mr->iova, mr->ibmr.lkey, access);
+	return &mr->ibmr;
+}
+
+#undef ibv_reg_mr
+UROCE_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	return reg_mr(pd, addr, length, (uint64_t)(uintptr_t)addr, (unsigned int)access);
+}
+
+#undef ibv_reg_mr_iova
+UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
+					    uint64_t iova, int access)
+{
+	return reg_mr(pd, addr, length, iova, (unsigned int)access);
+}
+
+UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
+					     uint64_t iova, unsigned int access)
+{
+	return reg_mr(pd, addr, length, iova, access);
+}
+
+UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
+{
+	struct uroce_mr *mr;
+
+	if (!ibmr)
+		return EINVAL;
+	mr = to_umr(ibmr);
+	mr_remove(to_uctx(ibmr->context), mr);
+	atomic_fetch_sub(&to_upd(ibmr->pd)->refs, 1);
+	free(mr);
+	return 0;
+}
+
+UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr,
+			      size_t length, int access)
+{
+	(void)ibmr;
+	(void)flags;
+	(void)pd;
+	(void)addr;
+	(void)length;
+	(void)access;
+	ur_dbg("rereg_mr: not supported yet");
+	errno = EOPNOTSUPP;
+	return IBV_REREG_MR_ERR_INPUT; /* not modified; the MR stays valid */
+}
+
+/* Copy between a message offset in a local scatter list and buf.
+ * to_sge: buf -> memory (needs IBV_ACCESS_LOCAL_WRITE).  Each SGE is checked
+ * against its lkey: the MR must exist, belong to pd and contain the range
+ * (IBTA C10-9.x, local protection).  Caller holds ctx->mr_lock for read. */
+int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
+		   uint32_t offset, void *buf, uint32_t len, bool to_sge, enum ibv_wc_status *st)
+{
+	uint8_t *b = buf;
+
+	for (int i = 0; i < nsge && len; i++) {
+		uint32_t take;
+		struct uroce_mr *mr;
+		uint8_t *p;
+
+		if (offset >= sg[i].length) {
+			offset -= sg[i].length;
+			continue;
+		}
+		take = sg[i].length - offset;
+		if (take > len)
+			take = len;
+		mr = uroce_mr_lookup(ctx, sg[i].lkey);
+		if (!mr || mr->ibmr.pd != pd ||
+		    (to_sge && !(mr->access & IBV_ACCESS_LOCAL_WRITE))) {
+			*st = IBV_WC_LOC_PROT_ERR;
+			return -1;
+		}
+		p = uroce_mr_ptr(mr, sg[i].addr + offset, take);
+		if (!p) {
+			*st = IBV_WC_LOC_PROT_ERR;
+			return -1;
+		}
+		if (to_sge)
+			memcpy(p, b, take);
+		else
+			memcpy(b, p, take);
+		b += take;
+		len -= take;
+		offset = 0;
+	}
+	if (len) {
+		*st = IBV_WC_LOC_LEN_ERR;
+		return -1;
+	}
+	return 0;
+}

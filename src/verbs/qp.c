@@ -1,0 +1,620 @@
+/* Queue pairs: create/destroy, the IBTA state machine (modify/query) and
+ * posting work requests.  The transport state machines live in
+ * src/transport/{req,comp,resp}.c and run under qp->lock.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uroce.h"
+#include "verbs/qp_rules.h"
+#include "verbs/verbs_ops.h"
+
+static uint32_t pow2_at_least(uint32_t v)
+{
+	uint32_t p = 1;
+
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+static int check_caps(struct ibv_qp_cap *cap)
+{
+	if (cap->max_send_wr > UROCE_MAX_QP_WR || cap->max_recv_wr > UROCE_MAX_QP_WR)
+		return ur_dbg("create_qp: max_send_wr %u / max_recv_wr %u > max_qp_wr %d",
+			      cap->max_send_wr, cap->max_recv_wr, UROCE_MAX_QP_WR),
+		       EINVAL;
+	if (cap->max_send_sge > UROCE_MAX_SGE || cap->max_recv_sge > UROCE_MAX_SGE)
+		return ur_dbg("create_qp: max_send_sge %u / max_recv_sge %u > max_sge %d",
+			      cap->max_send_sge, cap->max_recv_sge, UROCE_MAX_SGE),
+		       EINVAL;
+	if (cap->max_inline_data > UROCE_MAX_INLINE)
+		return ur_dbg("create_qp: max_inline_data %u > %d", cap->max_inline_data,
+			      UROCE_MAX_INLINE),
+		       EINVAL;
+	/* Report what was really allocated (ibv_create_qp(3) allows more). */
+	if (!cap->max_send_sge)
+		cap->max_send_sge = 1;
+	if (!cap->max_recv_sge)
+		cap->max_recv_sge = 1;
+	return 0;
+}
+
+static int alloc_queues(struct uroce_qp *qp, const struct ibv_qp_cap *cap)
+{
+	struct uroce_sq *sq = &qp->sq;
+	struct uroce_rq *rq = &qp->rq;
+
+	sq->max_wr = cap->max_send_wr;
+	sq->max_sge = cap->max_send_sge;
+	sq->max_inline = cap->max_inline_data;
+	sq->size = pow2_at_least(sq->max_wr + 1);
+	sq->wqe = calloc(sq->size, sizeof(*sq->wqe));
+	if (!sq->wqe)
+		return ENOMEM;
+	if (sq->max_inline) {
+		sq->inline_buf = malloc((size_t)sq->size * sq->max_inline);
+		if (!sq->inline_buf)
+			return ENOMEM;
+	}
+	rq->max_wr = cap->max_recv_wr;
+	rq->max_sge = cap->max_recv_sge;
+	rq->size = pow2_at_least(rq->max_wr + 1);
+	rq->wqe = calloc(rq->size, sizeof(*rq->wqe));
+	if (!rq->wqe)
+		return ENOMEM;
+	return 0;
+}
+
+static void free_qp(struct uroce_qp *qp)
+{
+	free(qp->sq.wqe);
+	free(qp->sq.inline_buf);
+	free(qp->rq.wqe);
+	free(qp->resp.res);
+	pthread_mutex_destroy(&qp->lock);
+	free(qp);
+}
+
+struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *ia)
+{
+	struct uroce_ctx *ctx = to_uctx(context);
+	struct uroce_qp *qp;
+	uint32_t qpn;
+	int err;
+
+	if (!ia->pd || !(ia->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+		ur_dbg("create_qp: a PD is required");
+		errno = EINVAL;
+		return NULL;
+	}
+	if (ia->comp_mask & ~(uint32_t)IBV_QP_INIT_ATTR_PD) {
+		ur_dbg("create_qp_ex: comp_mask 0x%x not supported (send ops / XRC / RSS ...)",
+		       ia->comp_mask);
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (ia->qp_type != IBV_QPT_RC) {
+		ur_dbg("create_qp: QP type %d not supported yet (RC only)", ia->qp_type);
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!ia->send_cq || !ia->recv_cq) {
+		ur_dbg("create_qp: send_cq and recv_cq are required");
+		errno = EINVAL;
+		return NULL;
+	}
+	if (ia->srq) {
+		ur_dbg("create_qp: SRQ not supported yet");
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	err = check_caps(&ia->cap);
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	if (atomic_load(&ctx->nqp_total) >= UROCE_MAX_QP) {
+		ur_dbg("create_qp: max_qp (%d) reached", UROCE_MAX_QP);
+		errno = ENOMEM;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&qp->lock, NULL);
+	qp->ctx = ctx;
+	err = alloc_queues(qp, &ia->cap);
+	if (err)
+		goto err_free;
+
+	qp->init.qp_context = ia->qp_context;
+	qp->init.send_cq = ia->send_cq;
+	qp->init.recv_cq = ia->recv_cq;
+	qp->init.cap = ia->cap;
+	qp->init.qp_type = ia->qp_type;
+	qp->init.sq_sig_all = ia->sq_sig_all;
+	qp->sq_sig_all = ia->sq_sig_all;
+
+	struct ibv_qp *b = &qp->ibqp.qp_base;
+	b->context = context;
+	b->qp_context = ia->qp_context;
+	b->pd = ia->pd;
+	b->send_cq = ia->send_cq;
+	b->recv_cq = ia->recv_cq;
+	b->state = IBV_QPS_RESET;
+	b->qp_type = ia->qp_type;
+	pthread_mutex_init(&b->mutex, NULL);
+	pthread_cond_init(&b->cond, NULL);
+	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->attr.cap = ia->cap;
+	qp->attr.path_mtu = IBV_MTU_1024;
+
+	pthread_mutex_lock(&ctx->lock);
+	qp->ep = uroce_ep_get(ctx, qp, &qpn);
+	if (!qp->ep) {
+		pthread_mutex_unlock(&ctx->lock);
+		err = ENOMEM;
+		goto err_free;
+	}
+	b->qp_num = qpn;
+	b->handle = qpn;
+	err = uroce_progress_add_qp(ctx, qp);
+	if (err) {
+		uroce_ep_put(ctx, qp);
+		pthread_mutex_unlock(&ctx->lock);
+		goto err_free;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+
+	atomic_fetch_add(&ctx->nqp_total, 1);
+	atomic_fetch_add(&to_upd(ia->pd)->refs, 1);
+	atomic_fetch_add(&to_ucq(ia->send_cq)->refs, 1);
+	atomic_fetch_add(&to_ucq(ia->recv_cq)->refs, 1);
+	ur_dbg("create_qp: RC QPN 0x%06x (UDP port %u slot %u)", qpn, qpn >> 8, qpn & 0xff);
+	return b;
+
+err_free:
+	free_qp(qp);
+	errno = err;
+	return NULL;
+}
+
+UROCE_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ia;
+	struct ibv_qp *qp;
+
+	if (!pd || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	memset(&ia, 0, sizeof(ia));
+	memcpy(&ia, attr, sizeof(*attr));
+	ia.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ia.pd = pd;
+	qp = uroce_create_qp_ex(pd->context, &ia);
+	if (qp)
+		attr->cap = ia.cap;
+	return qp;
+}
+
+UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct uroce_qp *qp;
+	struct uroce_ctx *ctx;
+
+	if (!ibqp)
+		return EINVAL;
+	qp = to_uqp(ibqp);
+	ctx = qp->ctx;
+	pthread_mutex_lock(&ctx->lock);
+	uroce_ep_put(ctx, qp); /* no packet reaches the QP after this */
+	uroce_progress_del_qp(ctx, qp);
+	pthread_mutex_unlock(&ctx->lock);
+
+	atomic_fetch_sub(&ctx->nqp_total, 1);
+	atomic_fetch_sub(&to_upd(ibqp->pd)->refs, 1);
+	atomic_fetch_sub(&to_ucq(ibqp->send_cq)->refs, 1);
+	atomic_fetch_sub(&to_ucq(ibqp->recv_cq)->refs, 1);
+	free_qp(qp);
+	return 0;
+}
+
+UROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	(void)qp;
+	/* The ibv_wr_* send API is not implemented yet. */
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+UROCE_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
+					    uint32_t flags)
+{
+	(void)qp;
+	(void)op;
+	if (flags) {
+		errno = EINVAL;
+		return 0;
+	}
+	/* Packets are placed one after another in PSN order by one thread:
+	 * the data of a message is written in order. */
+	return 1;
+}
+
+/* ---- state machine ---- */
+
+static int set_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah, char *why, size_t len)
+{
+	struct uroce_dev *d = qp->ctx->dev;
+	const struct uroce_gid_entry *sg = &d->gid[ah->grh.sgid_index];
+	static const uint8_t v4pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (sg->family != AF_INET || memcmp(ah->grh.dgid.raw, v4pre, 12)) {
+		snprintf(why, len,
+			 "modify_qp: only IPv4 (IPv4-mapped) GIDs carry traffic yet; use an "
+			 "IPv4 sgid_index");
+		return EINVAL;
+	}
+	qp->path.family = AF_INET;
+	qp->path.src.v4 = sg->addr.v4;
+	memcpy(&qp->path.dst.v4, &ah->grh.dgid.raw[12], 4);
+	return 0;
+}
+
+static void reset_qp(struct uroce_qp *qp)
+{
+	qp->sq.head = qp->sq.req = qp->sq.tail = 0;
+	qp->rq.head = qp->rq.tail = 0;
+	memset(&qp->req, 0, sizeof(qp->req));
+	memset(&qp->comp, 0, sizeof(qp->comp));
+	free(qp->resp.res);
+	memset(&qp->resp, 0, sizeof(qp->resp));
+}
+
+static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	struct uroce_dev *d = qp->ctx->dev;
+	struct uroce_qp_limits lim = { .active_mtu = d->active_mtu,
+				       .max_rd_atomic = UROCE_MAX_RD_ATOM,
+				       .max_dest_rd_atomic = UROCE_MAX_RD_ATOM,
+				       .gid_tbl_len = d->ngid };
+	enum ibv_qp_state cur = qp->attr.qp_state;
+	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+	char why[256] = "";
+	int err;
+
+	err = uroce_qp_modify_check(qp->init.qp_type, cur, next, mask, why, sizeof(why));
+	if (!err)
+		err = uroce_qp_attr_check(qp->init.qp_type, cur, next, attr, mask, &lim, why,
+					  sizeof(why));
+	if (!err && (mask & IBV_QP_AV))
+		err = set_av(qp, &attr->ah_attr, why, sizeof(why));
+	if (err) {
+		ur_dbg("QP 0x%06x: %s", qp->ibqp.qp_base.qp_num, why);
+		return err;
+	}
+
+	if (mask & IBV_QP_AV)
+		qp->attr.ah_attr = attr->ah_attr;
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		qp->attr.qp_access_flags = attr->qp_access_flags;
+	if (mask & IBV_QP_PKEY_INDEX)
+		qp->attr.pkey_index = attr->pkey_index;
+	if (mask & IBV_QP_PORT)
+		qp->attr.port_num = attr->port_num;
+	if (mask & IBV_QP_QKEY)
+		qp->attr.qkey = attr->qkey;
+	if (mask & IBV_QP_PATH_MTU) {
+		qp->attr.path_mtu = attr->path_mtu;
+		qp->mtu = uroce_mtu_bytes(attr->path_mtu);
+	}
+	if (mask & IBV_QP_TIMEOUT)
+		qp->attr.timeout = attr->timeout;
+	if (mask & IBV_QP_RETRY_CNT) {
+		qp->attr.retry_cnt = attr->retry_cnt;
+		qp->req.retry_cnt = attr->retry_cnt;
+	}
+	if (mask & IBV_QP_RNR_RETRY) {
+		qp->attr.rnr_retry = attr->rnr_retry;
+		qp->req.rnr_retry = attr->rnr_retry;
+	}
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		qp->attr.min_rnr_timer = attr->min_rnr_timer;
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		qp->attr.max_rd_atomic = attr->max_rd_atomic;
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	if (mask & IBV_QP_DEST_QPN) {
+		qp->attr.dest_qp_num = attr->dest_qp_num;
+		/* uroce native addressing: QPN n lives on UDP port n >> 8 */
+		qp->path.dport = (uint16_t)(attr->dest_qp_num >> 8);
+	}
+	if (mask & IBV_QP_RQ_PSN) {
+		qp->attr.rq_psn = attr->rq_psn;
+		qp->resp.psn = attr->rq_psn & UR_PSN_MASK;
+	}
+	if (mask & IBV_QP_SQ_PSN) {
+		qp->attr.sq_psn = attr->sq_psn;
+		qp->req.psn = attr->sq_psn & UR_PSN_MASK;
+		qp->req.una_psn = qp->req.psn;
+	}
+	if (mask & IBV_QP_PATH_MIG_STATE)
+		qp->attr.path_mig_state = attr->path_mig_state;
+	qp->path.sport = qp->ep->port;
+
+	if (!(mask & IBV_QP_STATE) || next == cur)
+		return 0;
+	ur_dbg("QP 0x%06x: %s -> %s", qp->ibqp.qp_base.qp_num, uroce_qp_state_name(cur),
+	       uroce_qp_state_name(next));
+	switch (next) {
+	case IBV_QPS_RESET:
+		reset_qp(qp);
+		break;
+	case IBV_QPS_RTR:
+		free(qp->resp.res);
+		qp->resp.nres = qp->attr.max_dest_rd_atomic ? qp->attr.max_dest_rd_atomic : 1;
+		qp->resp.res = calloc(qp->resp.nres, sizeof(*qp->resp.res));
+		if (!qp->resp.res)
+			return ENOMEM;
+		break;
+	case IBV_QPS_ERR:
+		qp->attr.qp_state = IBV_QPS_ERR;
+		qp->ibqp.qp_base.state = IBV_QPS_ERR;
+		uroce_qp_flush(qp);
+		return 0;
+	default:
+		break;
+	}
+	qp->attr.qp_state = next;
+	qp->ibqp.qp_base.state = next;
+	if (next == IBV_QPS_RTS)
+		uroce_req_progress(qp);
+	return 0;
+}
+
+UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask)
+{
+	struct uroce_qp *qp;
+	int err;
+
+	if (!ibqp || !attr)
+		return EINVAL;
+	qp = to_uqp(ibqp);
+	pthread_mutex_lock(&qp->lock);
+	err = modify_qp(qp, attr, attr_mask);
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}
+
+UROCE_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
+			      struct ibv_qp_init_attr *init_attr)
+{
+	struct uroce_qp *qp;
+
+	(void)attr_mask; /* everything is returned, as rdma-core providers do */
+	if (!ibqp || !attr || !init_attr)
+		return EINVAL;
+	qp = to_uqp(ibqp);
+	pthread_mutex_lock(&qp->lock);
+	*attr = qp->attr;
+	attr->cur_qp_state = qp->attr.qp_state;
+	attr->cap = qp->init.cap;
+	attr->sq_draining = 0;
+	*init_attr = qp->init;
+	pthread_mutex_unlock(&qp->lock);
+	return 0;
+}
+
+/* ---- posting ---- */
+
+static uint32_t sq_used(const struct uroce_sq *sq)
+{
+	return sq->head - sq->tail;
+}
+
+static int prepare_swqe(struct uroce_qp *qp, const struct ibv_send_wr *wr, struct uroce_swqe *w,
+			uint8_t *inline_slot)
+{
+	uint64_t total = 0;
+
+	switch (wr->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		break;
+	default:
+		return ur_dbg("post_send: opcode %d not supported on RC yet", wr->opcode), EINVAL;
+	}
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->sq.max_sge)
+		return ur_dbg("post_send: num_sge %d > max_send_sge %u", wr->num_sge,
+			      qp->sq.max_sge),
+		       EINVAL;
+	for (int i = 0; i < wr->num_sge; i++)
+		total += wr->sg_list[i].length;
+	if (total > UROCE_MAX_MSG)
+		return ur_dbg("post_send: message of %llu bytes > max_msg_sz",
+			      (unsigned long long)total),
+		       EINVAL;
+
+	memset(w, 0, offsetof(struct uroce_swqe, sg));
+	w->wr_id = wr->wr_id;
+	w->opcode = wr->opcode;
+	w->send_flags = wr->send_flags;
+	w->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+	w->imm_data = wr->imm_data;
+	w->remote_addr = wr->wr.rdma.remote_addr;
+	w->rkey = wr->wr.rdma.rkey;
+	w->length = (uint32_t)total;
+	w->state = UROCE_WQE_POSTED;
+	w->status = IBV_WC_SUCCESS;
+
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		uint32_t off = 0;
+
+		if (wr->opcode == IBV_WR_RDMA_READ)
+			return ur_dbg("post_send: IBV_SEND_INLINE is invalid for RDMA READ"),
+			       EINVAL;
+		if (total > qp->sq.max_inline)
+			return ur_dbg("post_send: %llu inline bytes > max_inline_data %u",
+				      (unsigned long long)total, qp->sq.max_inline),
+			       EINVAL;
+		/* Inline data is copied now; the buffers need no lkey. */
+		for (int i = 0; i < wr->num_sge; i++) {
+			memcpy(inline_slot + off, (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			off += wr->sg_list[i].length;
+		}
+		w->inline_data = inline_slot;
+		w->num_sge = 0;
+	} else {
+		w->num_sge = wr->num_sge;
+		for (int i = 0; i < wr->num_sge; i++) {
+			w->sg[i].addr = wr->sg_list[i].addr;
+			w->sg[i].length = wr->sg_list[i].length;
+			w->sg[i].lkey = wr->sg_list[i].lkey;
+		}
+	}
+	return 0;
+}
+
+int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+	int err = 0;
+
+	pthread_mutex_lock(&qp->lock);
+	if (qp->attr.qp_state < IBV_QPS_RTS) {
+		ur_dbg("post_send: QP 0x%06x is in %s; sends need RTS", ibqp->qp_num,
+		       uroce_qp_state_name(qp->attr.qp_state));
+		err = EINVAL;
+		*bad_wr = wr;
+		goto out;
+	}
+	for (; wr; wr = wr->next) {
+		uint32_t idx = qp->sq.head & (qp->sq.size - 1);
+
+		if (sq_used(&qp->sq) >= qp->sq.max_wr) {
+			ur_dbg("post_send: send queue full (%u WRs)", qp->sq.max_wr);
+			err = ENOMEM;
+			break;
+		}
+		err = prepare_swqe(qp, wr, &qp->sq.wqe[idx],
+				   qp->sq.inline_buf ? qp->sq.inline_buf + (size_t)idx * qp->sq.max_inline
+						     : NULL);
+		if (err)
+			break;
+		qp->sq.head++;
+	}
+	if (err)
+		*bad_wr = wr;
+	if (qp->attr.qp_state == IBV_QPS_ERR)
+		uroce_qp_flush(qp);
+	else
+		uroce_req_progress(qp);
+out:
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}
+
+int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+	int err = 0;
+
+	pthread_mutex_lock(&qp->lock);
+	if (qp->attr.qp_state == IBV_QPS_RESET) {
+		ur_dbg("post_recv: QP 0x%06x is in RESET", ibqp->qp_num);
+		err = EINVAL;
+	}
+	for (; wr && !err; wr = wr->next) {
+		struct uroce_rwqe *w;
+
+		if (qp->rq.head - qp->rq.tail >= qp->rq.max_wr) {
+			ur_dbg("post_recv: receive queue full (%u WRs)", qp->rq.max_wr);
+			err = ENOMEM;
+			break;
+		}
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->rq.max_sge) {
+			ur_dbg("post_recv: num_sge %d > max_recv_sge %u", wr->num_sge,
+			       qp->rq.max_sge);
+			err = EINVAL;
+			break;
+		}
+		w = &qp->rq.wqe[qp->rq.head & (qp->rq.size - 1)];
+		w->wr_id = wr->wr_id;
+		w->num_sge = wr->num_sge;
+		w->length = 0;
+		for (int i = 0; i < wr->num_sge; i++) {
+			w->sg[i].addr = wr->sg_list[i].addr;
+			w->sg[i].length = wr->sg_list[i].length;
+			w->sg[i].lkey = wr->sg_list[i].lkey;
+			w->length += wr->sg_list[i].length;
+		}
+		qp->rq.head++;
+	}
+	if (err)
+		*bad_wr = wr;
+	if (qp->attr.qp_state == IBV_QPS_ERR)
+		uroce_qp_flush(qp);
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}
+
+/* ---- errors ---- */
+
+static void flush_wc(struct uroce_qp *qp, struct ibv_cq *cq, uint64_t wr_id,
+		     enum ibv_wc_opcode op)
+{
+	struct ibv_wc wc = { .wr_id = wr_id,
+			     .status = IBV_WC_WR_FLUSH_ERR,
+			     .opcode = op,
+			     .qp_num = qp->ibqp.qp_base.qp_num };
+
+	uroce_cq_push(to_ucq(cq), &wc, false);
+}
+
+/* IBTA 10.3.1 / C10-?: in the Error state every outstanding and newly
+ * posted WR completes with "flushed in error". */
+void uroce_qp_flush(struct uroce_qp *qp)
+{
+	while (qp->sq.tail != qp->sq.head) {
+		struct uroce_swqe *w = &qp->sq.wqe[qp->sq.tail & (qp->sq.size - 1)];
+
+		flush_wc(qp, qp->ibqp.qp_base.send_cq, w->wr_id, IBV_WC_SEND);
+		qp->sq.tail++;
+	}
+	qp->sq.req = qp->sq.head;
+	qp->req.deadline_ns = 0;
+	qp->req.rnr_until_ns = 0;
+	qp->req.inflight = 0;
+	if (qp->resp.have_rwqe) {
+		flush_wc(qp, qp->ibqp.qp_base.recv_cq, qp->resp.rwqe.wr_id, IBV_WC_RECV);
+		qp->resp.have_rwqe = false;
+	}
+	while (qp->rq.tail != qp->rq.head) {
+		struct uroce_rwqe *w = &qp->rq.wqe[qp->rq.tail & (qp->rq.size - 1)];
+
+		flush_wc(qp, qp->ibqp.qp_base.recv_cq, w->wr_id, IBV_WC_RECV);
+		qp->rq.tail++;
+	}
+}
+
+void uroce_qp_error(struct uroce_qp *qp)
+{
+	if (qp->attr.qp_state == IBV_QPS_ERR)
+		return;
+	ur_dbg("QP 0x%06x: %s -> ERR", qp->ibqp.qp_base.qp_num,
+	       uroce_qp_state_name(qp->attr.qp_state));
+	qp->attr.qp_state = IBV_QPS_ERR;
+	qp->ibqp.qp_base.state = IBV_QPS_ERR;
+	uroce_qp_flush(qp);
+}
