@@ -72,6 +72,16 @@ static uint64_t run_timers(struct uroce_ctx *ctx)
 	return atomic_load(&ctx->timer_ns);
 }
 
+#define UROCE_APP_POLL_GRACE_NS 2000000ull
+
+static void drain_wake(struct uroce_ctx *ctx)
+{
+	uint64_t v;
+
+	if (read(ctx->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		ur_trace("wake read: %s", strerror(errno));
+}
+
 static void *progress_main(void *arg)
 {
 	struct uroce_ctx *ctx = arg;
@@ -90,13 +100,22 @@ static void *progress_main(void *arg)
 			}
 			timeout = (int)((t - now + 999999) / 1000000);
 		}
+		/* While an application thread polls a CQ it drains the sockets
+		 * itself (uroce_poll_cq): stay out of its way and only look
+		 * again after UROCE_APP_POLL_GRACE, or when woken. */
+		if (uroce_now_ns() - atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed) <
+		    UROCE_APP_POLL_GRACE_NS) {
+			int ms = (int)(UROCE_APP_POLL_GRACE_NS / 1000000);
+
+			n = epoll_wait(ctx->wake_epfd, ev, 1, timeout < 0 || timeout > ms ? ms : timeout);
+			if (n > 0)
+				drain_wake(ctx);
+			continue;
+		}
 		n = epoll_wait(ctx->epfd, ev, 16, timeout);
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.ptr == NULL) {
-				uint64_t v;
-
-				if (read(ctx->wake_fd, &v, sizeof(v)) < 0)
-					ur_trace("wake read: %s", strerror(errno));
+				drain_wake(ctx);
 				continue;
 			}
 			uroce_ep_poll(ev[i].data.ptr, 256);
@@ -113,9 +132,11 @@ int uroce_progress_start(struct uroce_ctx *ctx)
 	if (ctx->thread_running)
 		return 0;
 	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
+	ctx->wake_epfd = epoll_create1(EPOLL_CLOEXEC);
 	ctx->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (ctx->epfd < 0 || ctx->wake_fd < 0 ||
-	    epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->wake_fd, &ev))
+	if (ctx->epfd < 0 || ctx->wake_epfd < 0 || ctx->wake_fd < 0 ||
+	    epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->wake_fd, &ev) ||
+	    epoll_ctl(ctx->wake_epfd, EPOLL_CTL_ADD, ctx->wake_fd, &ev))
 		goto err;
 	for (int i = 0; i < ctx->nep; i++) {
 		struct epoll_event e = { .events = EPOLLIN, .data.ptr = ctx->ep[i] };
@@ -132,9 +153,11 @@ err:
 	ur_err("cannot start the progress engine: %s", strerror(errno));
 	if (ctx->epfd >= 0)
 		close(ctx->epfd);
+	if (ctx->wake_epfd >= 0)
+		close(ctx->wake_epfd);
 	if (ctx->wake_fd >= 0)
 		close(ctx->wake_fd);
-	ctx->epfd = ctx->wake_fd = -1;
+	ctx->epfd = ctx->wake_epfd = ctx->wake_fd = -1;
 	return ENOMEM;
 }
 
@@ -148,9 +171,11 @@ void uroce_progress_stop(struct uroce_ctx *ctx)
 	}
 	if (ctx->epfd >= 0)
 		close(ctx->epfd);
+	if (ctx->wake_epfd >= 0)
+		close(ctx->wake_epfd);
 	if (ctx->wake_fd >= 0)
 		close(ctx->wake_fd);
-	ctx->epfd = ctx->wake_fd = -1;
+	ctx->epfd = ctx->wake_epfd = ctx->wake_fd = -1;
 }
 
 /* Register a QP for timer scans and start the engine (ctx->lock held). */

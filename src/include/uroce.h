@@ -116,9 +116,10 @@ struct uroce_ctx {
 	struct uroce_dev *dev;
 	pthread_mutex_t lock;
 
-	/* endpoints */
-	struct uroce_ep **ep;
-	int nep;
+	/* endpoints: appended under ctx->lock, never removed before close, so
+	 * poll_cq may walk ep[0..nep) without the lock */
+	struct uroce_ep *ep[UROCE_MAX_QP / (UROCE_EP_SLOTS - 1) + 1];
+	atomic_int nep;
 
 	/* progress engine (src/core/progress.c) */
 	int epfd;
@@ -127,6 +128,8 @@ struct uroce_ctx {
 	bool thread_running;
 	atomic_bool stop;
 	atomic_ullong timer_ns; /* earliest armed QP timer, 0 = none */
+	int wake_epfd;		/* epoll with only wake_fd: sleep while the app polls */
+	atomic_ullong app_poll_ns; /* last time an application thread polled a CQ */
 	/* QPs with timers, scanned by the progress thread */
 	struct uroce_qp **qps;
 	int nqps, qps_cap;

@@ -124,15 +124,13 @@ struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32
 		if (ctx->ep[i]->nqp < UROCE_EP_SLOTS - 1)
 			ep = ctx->ep[i];
 	if (!ep) {
-		void *n = realloc(ctx->ep, (size_t)(ctx->nep + 1) * sizeof(*ctx->ep));
-
-		if (!n)
+		if (ctx->nep >= (int)(sizeof(ctx->ep) / sizeof(ctx->ep[0])))
 			return NULL;
-		ctx->ep = n;
 		ep = ep_open(ctx);
 		if (!ep)
 			return NULL;
-		ctx->ep[ctx->nep++] = ep;
+		ctx->ep[ctx->nep] = ep;
+		atomic_fetch_add(&ctx->nep, 1);
 	}
 	/* slot 0 stays unused: no QPN ends in 0x00 */
 	for (uint32_t s = 1; s < UROCE_EP_SLOTS; s++)

@@ -268,6 +268,16 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 
 	if (num_entries < 0)
 		return -1;
+	/* An application that polls an empty CQ drives the receive path itself:
+	 * no thread wake-up between a packet and its completion, and on a
+	 * machine with few cores the spinning thread does useful work. */
+	if (!__atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
+		int nep = atomic_load(&cq->ctx->nep);
+
+		atomic_store_explicit(&cq->ctx->app_poll_ns, uroce_now_ns(), memory_order_relaxed);
+		for (int i = 0; i < nep; i++)
+			uroce_ep_poll(cq->ctx->ep[i], 64);
+	}
 	pthread_mutex_lock(&cq->lock);
 	while (n < num_entries && cq->count) {
 		wc[n++] = cq->ring[cq->head];

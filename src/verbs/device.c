@@ -354,6 +354,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	pthread_mutex_init(&ctx->async_lock, NULL);
 	pthread_rwlock_init(&ctx->mr_lock, NULL);
 	ctx->epfd = -1;
+	ctx->wake_epfd = -1;
 	ctx->wake_fd = -1;
 	set_ops(ctx);
 
@@ -389,9 +390,21 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 		return EINVAL;
 	ctx = to_uctx(context);
 	uroce_progress_stop(ctx);
+	ur_info("%s counters: tx %lu pkts %lu B, rx %lu pkts %lu B, acks tx %lu rx %lu, "
+		"naks tx %lu rx %lu, rnr tx %lu rx %lu, retransmits %lu, timeouts %lu, "
+		"duplicates %lu, out-of-seq %lu, drops icrc %lu parse %lu qpn %lu state %lu",
+		context->device->name, atomic_load(&ctx->cnt.tx_pkts),
+		atomic_load(&ctx->cnt.tx_bytes), atomic_load(&ctx->cnt.rx_pkts),
+		atomic_load(&ctx->cnt.rx_bytes), atomic_load(&ctx->cnt.acks_tx),
+		atomic_load(&ctx->cnt.acks_rx), atomic_load(&ctx->cnt.naks_tx),
+		atomic_load(&ctx->cnt.naks_rx), atomic_load(&ctx->cnt.rnr_naks_tx),
+		atomic_load(&ctx->cnt.rnr_naks_rx), atomic_load(&ctx->cnt.retransmits),
+		atomic_load(&ctx->cnt.timeouts), atomic_load(&ctx->cnt.duplicates),
+		atomic_load(&ctx->cnt.out_of_seq), atomic_load(&ctx->cnt.rx_drop_icrc),
+		atomic_load(&ctx->cnt.rx_drop_parse), atomic_load(&ctx->cnt.rx_drop_qpn),
+		atomic_load(&ctx->cnt.rx_drop_state));
 	for (int i = 0; i < ctx->nep; i++)
 		uroce_ep_close(ctx->ep[i]);
-	free(ctx->ep);
 	free(ctx->qps);
 	free(ctx->mr_tab);
 	close(ctx->vctx.context.async_fd);

@@ -63,6 +63,14 @@ if [ ! -s "$tmp/defined" ]; then
 	bad "no versioned symbols in $lib (version script not applied?)"
 	finish
 fi
+declare -A dtype dsize default_ver
+while read -r symver type size; do
+	dtype[$symver]=$type
+	dsize[$symver]=$size
+	[[ $symver == *@@* ]] && default_ver[${symver%@@*}]=$symver
+done <"$tmp/defined"
+declare -A in_objdump
+while read -r symver; do in_objdump[$symver]=1; done <"$tmp/objdump"
 
 # ---- 1. required symbols ----
 nreq=0
@@ -71,14 +79,13 @@ while IFS=$'\t' read -r symver kind _; do
 	nreq=$((nreq + 1))
 	sym=${symver%@*}
 	ver=${symver##*@}
-	line=$(awk -v s="$sym@@$ver" '$1 == s' "$tmp/defined")
-	if [ -z "$line" ]; then
-		other=$(awk -v s="$sym" '{split($1, a, "@"); if (a[1] == s) print $1}' "$tmp/defined")
+	if [ -z "${dtype[$sym@@$ver]:-}" ]; then
+		other=${default_ver[$sym]:-}
 		bad "required $sym@@$ver missing${other:+ (found: $other)}"
 		continue
 	fi
-	type=$(echo "$line" | awk '{print $2}')
-	size=$(echo "$line" | awk '{print $3}')
+	type=${dtype[$sym@@$ver]}
+	size=${dsize[$sym@@$ver]}
 	case $kind in
 	FUNC) want=FUNC ;;
 	DATA) want=OBJECT ;;
@@ -88,7 +95,7 @@ while IFS=$'\t' read -r symver kind _; do
 		bad "required $sym@@$ver is $type, expected $want"
 	elif [ "$want" = OBJECT ] && [ "$sym" = verbs_allow_disassociate_destroy ] && [ "$size" != 1 ]; then
 		bad "$sym is $size bytes, expected 1 (bool)"
-	elif ! grep -qx "$sym@@$ver" "$tmp/objdump"; then
+	elif [ -z "${in_objdump[$sym@@$ver]:-}" ]; then
 		bad "required $sym@@$ver not a default version in objdump -T"
 	else
 		ok
@@ -137,13 +144,12 @@ nexp=0
 while IFS=$'\t' read -r symver type size; do
 	case $symver in '#'* | '') continue ;; esac
 	nexp=$((nexp + 1))
-	line=$(awk -v s="$symver" '$1 == s' "$tmp/defined")
-	if [ -z "$line" ]; then
+	if [ -z "${dtype[$symver]:-}" ]; then
 		bad "rdma-core 44 export $symver missing"
-	elif [ "$(echo "$line" | awk '{print $2}')" != "$type" ]; then
-		bad "$symver is $(echo "$line" | awk '{print $2}'), rdma-core has $type"
-	elif [ "$type" = OBJECT ] && [ "$(echo "$line" | awk '{print $3}')" != "$size" ]; then
-		bad "$symver is $(echo "$line" | awk '{print $3}') bytes, rdma-core has $size"
+	elif [ "${dtype[$symver]}" != "$type" ]; then
+		bad "$symver is ${dtype[$symver]}, rdma-core has $type"
+	elif [ "$type" = OBJECT ] && [ "${dsize[$symver]}" != "$size" ]; then
+		bad "$symver is ${dsize[$symver]} bytes, rdma-core has $size"
 	else
 		ok
 	fi

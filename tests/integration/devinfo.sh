@@ -10,7 +10,7 @@ require_cmd ibv_devinfo ibverbs-utils
 require_uroce
 
 log "=== ibv_devices"
-devices_out=$(uroce timeout 30 ibv_devices 2>&1) || {
+devices_out=$(timeout 30 "${ON_UROCE[@]}" ibv_devices 2>&1) || {
 	log "$devices_out"
 	die "ibv_devices failed"
 }
@@ -20,7 +20,7 @@ check "ibv_devices lists a device (got '${dev:-none}')" test -n "$dev"
 [[ -n $dev ]] || { finish; exit 1; }
 
 log "=== ibv_devinfo -v -d $dev"
-info=$(uroce timeout 30 ibv_devinfo -v -d "$dev" 2>&1) || {
+info=$(timeout 30 "${ON_UROCE[@]}" ibv_devinfo -v -d "$dev" 2>&1) || {
 	log "$info"
 	die "ibv_devinfo -v -d $dev failed"
 }

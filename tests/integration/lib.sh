@@ -7,8 +7,8 @@
 #
 # What a test gets from sourcing this file:
 #   - LD_LIBRARY_PATH=$UROCE_LIB_DIR, so verbs programs load uroce;
-#   - uroce CMD...         run a verbs program that was not built with the
-#                          sanitizers (Debian's ibv_*, python3) on uroce:
+#   - "${ON_UROCE[@]}" CMD...  run a verbs program that was not built with
+#                          the sanitizers (Debian's ibv_*, python3) on uroce:
 #                          adds LD_PRELOAD=libasan when UROCE_SANITIZE=1;
 #   - alloc_port           set PORT to a free TCP port from this test's range;
 #   - run_pair NAME SERVER_CMD... -- CLIENT_CMD...
@@ -67,15 +67,14 @@ if [[ $UROCE_SANITIZE == 1 ]]; then
 	[[ -e $UROCE_PRELOAD ]] || die "UROCE_SANITIZE=1 but no libasan found"
 fi
 
-# Run a foreign verbs program (ibv_*, perftest, python3) on uroce.
-uroce() {
-	if [[ -n $UROCE_PRELOAD ]]; then
-		LD_PRELOAD="$UROCE_PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}" \
-			ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}" "$@"
-	else
-		"$@"
-	fi
-}
+# Prefix for running a foreign verbs program (ibv_*, perftest, python3) on
+# uroce: "${ON_UROCE[@]}" ibv_devinfo. An env command, so it also works
+# under timeout and in run_pair.
+ON_UROCE=(env)
+if [[ -n $UROCE_PRELOAD ]]; then
+	ON_UROCE+=("LD_PRELOAD=$UROCE_PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}"
+		"ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}")
+fi
 
 # Skip the whole test when a tool from a Debian package is missing.
 require_cmd() {
@@ -95,7 +94,7 @@ require_uroce() {
 # Name of the first uroce device, from ibv_devices' table.
 first_device() {
 	local out
-	out=$(uroce ibv_devices) || {
+	out=$(timeout 30 "${ON_UROCE[@]}" ibv_devices) || {
 		log "ibv_devices failed:" "$out" >&2
 		return 1
 	}

@@ -19,11 +19,11 @@ fi
 # load time, so this also checks that the library exports all of them.
 log "=== import pyverbs.device and list devices"
 check "pyverbs lists at least one device" \
-	uroce timeout 60 "$PY" -c 'import pyverbs.device as d; l=d.get_device_list(); print(l); assert len(l)>=1'
+	timeout 60 "${ON_UROCE[@]}" "$PY" -c 'import pyverbs.device as d; l=d.get_device_list(); print(l); assert len(l)>=1'
 
 log "=== open the first device and query it"
 check "pyverbs opens the device and queries device, port and GID" \
-	uroce timeout 60 "$PY" - <<'PYEOF'
+	timeout 60 "${ON_UROCE[@]}" "$PY" - <<'PYEOF'
 import pyverbs.device as d
 from pyverbs.device import Context
 

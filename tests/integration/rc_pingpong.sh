@@ -23,18 +23,14 @@ log "device: $dev"
 
 CLIENT_TIMEOUT=90
 
-# pingpong NAME LAUNCHER... -- ARGS...: one server/client pair; LAUNCHER is
-# how both sides are started (the `uroce` helper, or the uroce command).
+# pingpong NAME "OPTIONS" LAUNCHER...: one server/client pair with the given
+# extra ibv_rc_pingpong options; LAUNCHER is the command that starts both
+# sides on uroce.
 pingpong() {
-	local name=$1
-	shift
-	local -a launch=() args=()
-	while [[ $1 != -- ]]; do
-		launch+=("$1")
-		shift
-	done
-	shift
-	args=(-d "$dev" -g 0 -c "$@")
+	local name=$1 opts=$2
+	shift 2
+	local -a launch=("$@") args=()
+	read -r -a args <<<"-d $dev -g 0 -c $opts"
 	alloc_port
 	if ! run_pair "$name" "${launch[@]}" ibv_rc_pingpong "${args[@]}" -p "$PORT" -- \
 		"${launch[@]}" ibv_rc_pingpong "${args[@]}" -p "$PORT" 127.0.0.1; then
@@ -64,14 +60,18 @@ pingpong() {
 
 for case in "1 200" "4096 200" "65536 200" "1048576 100"; do
 	read -r size iters <<<"$case"
-	pingpong "size${size}_poll" uroce -- -s "$size" -n "$iters"
-	pingpong "size${size}_events" uroce -- -s "$size" -n "$iters" -e
+	pingpong "size${size}_poll" "-s $size -n $iters" "${ON_UROCE[@]}"
+	pingpong "size${size}_events" "-s $size -n $iters -e" "${ON_UROCE[@]}"
 done
 
 # The uroce command sets up the environment itself: start from a clean one.
+# (A launcher script, because run_pair splits its arguments at "--".)
 if [[ -x $UROCE_BIN_DIR/uroce ]]; then
-	pingpong "uroce_run_size4096" env -u LD_LIBRARY_PATH -u LD_PRELOAD \
-		"$UROCE_BIN_DIR/uroce" run -- -- -s 4096 -n 200
+	launcher=$LOG_DIR/uroce-run
+	printf '#!/bin/sh\nexec env -u LD_LIBRARY_PATH -u LD_PRELOAD "%s" run -- "$@"\n' \
+		"$UROCE_BIN_DIR/uroce" >"$launcher"
+	chmod +x "$launcher"
+	pingpong "uroce_run_size4096" "-s 4096 -n 200" "$launcher"
 else
 	fail "$UROCE_BIN_DIR/uroce is missing"
 fi
