@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -931,11 +932,15 @@ static int step_post_recvs(struct tour *t)
 
 static int step_choose_psn(struct tour *t)
 {
+	uint32_t r;
+
 	step(t, "choose a starting PSN");
 	why(t, "every packet of an RC connection carries a 24-bit packet sequence number; "
 	       "acks and retransmissions refer to it, and each side picks where its own starts");
-	srand48((long)getpid() ^ (long)time(NULL));
-	t->local.psn = (uint32_t)lrand48() & 0xffffff;
+	/* Random, so that stray packets of an earlier connection don't fit in. */
+	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		r = (uint32_t)getpid() * 2654435761u ^ (uint32_t)now_ms();
+	t->local.psn = r & 0xffffff;
 	show(t, "our send PSN starts at 0x%06x", t->local.psn);
 	return 0;
 }

@@ -11,7 +11,9 @@
 # failure) and death by signal fail the test.  A tool that is not installed
 # is skipped with a message.
 #
-# Environment (set by ctest): UROCE_LIB_DIR (required).
+# Environment (set by ctest): UROCE_LIB_DIR (required); UROCE_SANITIZE=1
+# when the library is built with ASan/UBSan: the (uninstrumented) tools then
+# get the ASan runtime preloaded, as in tests/integration/lib.sh.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
 
@@ -41,6 +43,19 @@ if [ ! -r "$lib" ]; then
 	finish
 fi
 
+# An ASan-instrumented library can only be loaded by a program that loads
+# the ASan runtime first.
+preload=()
+if [ "${UROCE_SANITIZE:-0}" = 1 ]; then
+	asan=$(ldd "$lib" 2>/dev/null | awk '/libasan/ {print $3; exit}')
+	[ -n "$asan" ] || asan=$(gcc -print-file-name=libasan.so 2>/dev/null)
+	if [ ! -e "$asan" ]; then
+		bad "UROCE_SANITIZE=1 but no libasan found"
+		finish
+	fi
+	preload=("LD_PRELOAD=$asan${LD_PRELOAD:+:$LD_PRELOAD}" "ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}")
+fi
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -53,7 +68,7 @@ run() {
 	local name=$1 rc
 	shift
 	env LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" LD_BIND_NOW=1 \
-		timeout 30 "$@" </dev/null >"$tmp/out" 2>"$tmp/err"
+		"${preload[@]}" timeout 30 "$@" </dev/null >"$tmp/out" 2>"$tmp/err"
 	rc=$?
 	if grep -Eq "$loader_errors" "$tmp/err" "$tmp/out"; then
 		bad "$name: loader error (rc=$rc):"
