@@ -87,6 +87,15 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_pkt *pkt, enum ibv_w
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 	}
 	qp->resp.have_rwqe = false;
+	/* Acknowledge before the completion becomes visible: the application
+	 * may destroy the QP or exit as soon as it sees it, and an ACK still
+	 * waiting for the end of the batch would be lost, leaving the
+	 * requester retrying (forever with retry_cnt 7). */
+	if (pkt && st == IBV_WC_SUCCESS) {
+		qp->resp.ack_pending = true;
+		qp->resp.ack_psn = pkt->psn;
+		uroce_resp_flush_ack(qp);
+	}
 	uroce_cq_push(to_ucq(qp->ibqp.qp_base.recv_cq), &wc, pkt && pkt->se);
 }
 

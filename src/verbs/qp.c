@@ -217,6 +217,11 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	uroce_ep_put(ctx, qp); /* no packet reaches the QP after this */
 	uroce_progress_del_qp(ctx, qp);
 	pthread_mutex_unlock(&ctx->lock);
+	/* an ACK the last receive batch left pending still goes out */
+	pthread_mutex_lock(&qp->lock);
+	if (qp->attr.qp_state != IBV_QPS_RESET && qp->attr.qp_state != IBV_QPS_ERR)
+		uroce_resp_flush_ack(qp);
+	pthread_mutex_unlock(&qp->lock);
 
 	atomic_fetch_sub(&ctx->nqp_total, 1);
 	atomic_fetch_sub(&to_upd(ibqp->pd)->refs, 1);
