@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "uroce.h"
+#include "net/fault.h"
 
 uint64_t uroce_now_ns(void)
 {
@@ -96,6 +97,7 @@ static void *progress_main(void *arg)
 
 			if (t <= now) {
 				t = run_timers(ctx);
+				uroce_fault_timer(ctx); /* held packets (UROCE_FAULT) */
 				continue;
 			}
 			timeout = (int)((t - now + 999999) / 1000000);
@@ -176,6 +178,7 @@ void uroce_progress_stop(struct uroce_ctx *ctx)
 	if (ctx->wake_fd >= 0)
 		close(ctx->wake_fd);
 	ctx->epfd = ctx->wake_epfd = ctx->wake_fd = -1;
+	uroce_fault_fini(ctx); /* nothing sends any more: drop held packets */
 }
 
 /* Register a QP for timer scans and start the engine (ctx->lock held). */

@@ -87,6 +87,7 @@ struct uroce_qp;
 struct uroce_ctx;
 
 struct uroce_ep_rx; /* receive batch buffers, endpoint.c */
+struct uroce_fault; /* fault injection state, src/net/fault.c */
 
 struct uroce_ep {
 	struct uroce_ctx *ctx;
@@ -107,6 +108,8 @@ struct uroce_counters {
 	atomic_ulong rx_drop_icrc, rx_drop_parse, rx_drop_qpn, rx_drop_state;
 	atomic_ulong acks_tx, acks_rx, naks_tx, naks_rx, rnr_naks_tx, rnr_naks_rx;
 	atomic_ulong retransmits, timeouts, duplicates, out_of_seq;
+	/* injected by UROCE_FAULT (src/net/fault.c) */
+	atomic_ulong fault_drop, fault_dup, fault_reorder, fault_corrupt, fault_delay;
 };
 #define uroce_count(ctx, field, n) atomic_fetch_add_explicit(&(ctx)->cnt.field, (n), memory_order_relaxed)
 
@@ -145,6 +148,8 @@ struct uroce_ctx {
 
 	atomic_uint npd, ncq, nqp_total;
 	struct uroce_counters cnt;
+	/* UROCE_FAULT state: NULL until first used (src/net/fault.h) */
+	struct uroce_fault *fault;
 };
 
 static inline struct uroce_ctx *to_uctx(struct ibv_context *c)
@@ -328,6 +333,23 @@ struct uroce_qp {
 	} resp;
 };
 static inline struct uroce_qp *to_uqp(struct ibv_qp *q) { return container_of((struct ibv_qp_ex *)q, struct uroce_qp, ibqp); }
+
+/* ---- address handles (src/verbs/ah.c) ---- */
+struct uroce_ah {
+	struct ibv_ah ibah;
+	struct ibv_ah_attr attr;
+	struct uroce_ipinfo path; /* addresses; ports are filled per packet */
+};
+static inline struct uroce_ah *to_uah(struct ibv_ah *a) { return container_of(a, struct uroce_ah, ibah); }
+
+/* Resolve an address vector (RoCE: a GRH with dgid and sgid_index) into the
+ * IP addresses of a path.  Returns 0 or EINVAL with the reason in why. */
+int uroce_av_resolve(struct uroce_dev *d, const struct ibv_ah_attr *ah, struct uroce_ipinfo *path,
+		     char *why, size_t why_len);
+
+/* ---- UD transport (src/transport/ud.c), qp->lock held ---- */
+int uroce_ud_post_send(struct uroce_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+void uroce_ud_rcv(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip);
 
 /* ---- internal entry points ---- */
 uint64_t uroce_now_ns(void);

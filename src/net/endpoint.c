@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "uroce.h"
+#include "net/fault.h"
 
 #define RX_BATCH 32
 #define RX_BUFSZ (4096 + 256)
@@ -159,7 +160,8 @@ void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp)
 	pthread_mutex_unlock(&ep->rx_lock);
 }
 
-int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len)
+static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf,
+		       size_t len)
 {
 	struct sockaddr_in to = { .sin_family = AF_INET,
 				  .sin_port = htons(ip->dport),
@@ -200,13 +202,54 @@ int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void
 	}
 }
 
+/* Parse, check and hand one packet to its QP (rx_lock held). */
+static void deliver(struct uroce_ep *ep, uint8_t *data, size_t len, const struct uroce_ipinfo *ipp)
+{
+	struct uroce_ctx *ctx = ep->ctx;
+	const struct uroce_ipinfo ip = *ipp;
+	struct uroce_pkt pkt;
+	struct uroce_qp *qp;
+
+	if (uroce_pkt_parse(&pkt, data, len)) {
+		uroce_count(ctx, rx_drop_parse, 1);
+		return;
+	}
+	if (!uroce_icrc_ok(&pkt, &ip)) {
+		/* IBTA C9-?: a packet with a bad ICRC is silently dropped */
+		ur_dbg("drop %s psn %u: bad ICRC", uroce_opcode_name(pkt.opcode), pkt.psn);
+		uroce_count(ctx, rx_drop_icrc, 1);
+		return;
+	}
+	if ((pkt.qpn >> 8) != ep->port || !(qp = ep->slot[pkt.qpn & 0xff])) {
+		ur_dbg("drop %s: no QP 0x%06x here", uroce_opcode_name(pkt.opcode), pkt.qpn);
+		uroce_count(ctx, rx_drop_qpn, 1);
+		return;
+	}
+	pthread_mutex_lock(&qp->lock);
+	if ((pkt.opcode & UR_TR_MASK) == UR_TR_UD)
+		uroce_ud_rcv(qp, &pkt, &ip);
+	else if (pkt.mask & URM_REQ)
+		uroce_rcv_request(qp, &pkt);
+	else
+		uroce_rcv_response(qp, &pkt);
+	pthread_mutex_unlock(&qp->lock);
+}
+
+/* UROCE_FAULT (src/net/fault.c) sends and delivers held packets with these. */
+static const struct uroce_fault_ops fault_ops = { .xmit = ep_xmit_raw, .deliver = deliver };
+
+int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len)
+{
+	if (uroce_fault_on(ep->ctx))
+		return uroce_fault_tx(ep, ip, buf, len, &fault_ops);
+	return ep_xmit_raw(ep, ip, buf, len);
+}
+
 static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struct sockaddr_in *from,
 		     const struct msghdr *mh)
 {
 	struct uroce_ctx *ctx = ep->ctx;
 	struct uroce_ipinfo ip = { .family = AF_INET };
-	struct uroce_pkt pkt;
-	struct uroce_qp *qp;
 	struct cmsghdr *cm;
 	bool have_dst = false;
 
@@ -223,33 +266,19 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 	ip.src.v4 = from->sin_addr;
 	ip.sport = ntohs(from->sin_port);
 	ip.dport = ep->port;
-	if (!have_dst || uroce_pkt_parse(&pkt, data, len)) {
+	if (!have_dst) {
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
 	}
-	if (!uroce_icrc_ok(&pkt, &ip)) {
-		/* IBTA C9-?: a packet with a bad ICRC is silently dropped */
-		ur_dbg("drop %s psn %u: bad ICRC", uroce_opcode_name(pkt.opcode), pkt.psn);
-		uroce_count(ctx, rx_drop_icrc, 1);
+	if (uroce_fault_on(ctx) && uroce_fault_rx(ep, data, len, &ip, &fault_ops))
 		return;
-	}
-	if ((pkt.qpn >> 8) != ep->port || !(qp = ep->slot[pkt.qpn & 0xff])) {
-		ur_dbg("drop %s: no QP 0x%06x here", uroce_opcode_name(pkt.opcode), pkt.qpn);
-		uroce_count(ctx, rx_drop_qpn, 1);
-		return;
-	}
-	pthread_mutex_lock(&qp->lock);
-	if (pkt.mask & URM_REQ)
-		uroce_rcv_request(qp, &pkt);
-	else
-		uroce_rcv_response(qp, &pkt);
-	pthread_mutex_unlock(&qp->lock);
+	deliver(ep, data, len, &ip);
 }
 
 int uroce_ep_poll(struct uroce_ep *ep, int budget)
 {
 	struct uroce_ep_rx *rx = ep->rx;
-	int done = 0;
+	int done = 0, released = 0;
 
 	if (pthread_mutex_trylock(&ep->rx_lock))
 		return 0; /* another thread is draining this socket */
@@ -281,8 +310,10 @@ int uroce_ep_poll(struct uroce_ep *ep, int budget)
 		if (n < want)
 			break;
 	}
+	if (uroce_fault_on(ep->ctx))
+		released = uroce_fault_release(ep, &fault_ops);
 	/* ACK coalescing: one ACK per QP per batch (see resp.c) */
-	for (int s = 1; s < UROCE_EP_SLOTS && done; s++) {
+	for (int s = 1; s < UROCE_EP_SLOTS && (done || released); s++) {
 		struct uroce_qp *qp = ep->slot[s];
 
 		if (qp && qp->resp.ack_pending) {

@@ -78,7 +78,12 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 		if (w->state != UROCE_WQE_SENT || ur_psn_diff(w->last_psn, psn) > 0)
 			break;
 		if (swqe_is_rd(w)) {
+			/* Its responses were lost: una must stay at the READ
+			 * (or where its responses stopped) so go-back-N asks
+			 * for it again (9.7.5.1.1). */
 			ok = false;
+			if (ur_psn_diff(psn, w->first_psn) >= 0)
+				psn = (w->first_psn - 1) & UR_PSN_MASK;
 			break;
 		}
 		w->state = UROCE_WQE_DONE;
@@ -154,6 +159,12 @@ static enum comp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return COMPST_READ;
 	if (pkt->opcode != UR_OPC_ACK)
 		return COMPST_DROP; /* atomics: not yet */
+	/* IBTA 9.7.5.1.1 / 9.7.5.2: an ACK or NAK for a PSN older than the
+	 * oldest unacknowledged one is a duplicate or a late (reordered)
+	 * response that carries no news; acting on a late PSN sequence NAK
+	 * would rewind the requester into completed messages. */
+	if (ur_psn_diff(pkt->psn, qp->req.una_psn) < 0)
+		return COMPST_DROP;
 	switch (ur_aeth_syn(pkt) & UR_AETH_TYPE_MASK) {
 	case UR_AETH_ACK:
 		return COMPST_ACK;

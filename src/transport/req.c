@@ -220,10 +220,15 @@ void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
 		if (w->state == UROCE_WQE_SENT && ur_psn_diff(psn, w->last_psn) <= 0)
 			break;
 	}
-	if (i == qp->sq.req && ur_psn_diff(psn, qp->req.psn) >= 0)
-		return; /* nothing sent at or after psn */
+	if (i == qp->sq.req) {
+		/* Not in a fully sent WQE: it can only be in the one being sent
+		 * (sq.req, offset > 0), whose offset must then move back too. */
+		if (ur_psn_diff(psn, qp->req.psn) >= 0 || !qp->req.offset ||
+		    ur_psn_diff(psn, swqe(qp, i)->first_psn) < 0)
+			return; /* nothing unacknowledged sent at or after psn */
+	}
 	uroce_count(qp->ctx, retransmits, (unsigned long)ur_psn_diff(qp->req.psn, psn));
-	if (i != qp->sq.req) {
+	{
 		struct uroce_swqe *w = swqe(qp, i);
 		int32_t k = ur_psn_diff(psn, w->first_psn);
 

@@ -97,8 +97,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (ia->qp_type != IBV_QPT_RC) {
-		ur_dbg("create_qp: QP type %d not supported yet (RC only)", ia->qp_type);
+	if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UD) {
+		ur_dbg("create_qp: QP type %d not supported yet (RC and UD only)", ia->qp_type);
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -154,6 +154,11 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	qp->attr.qp_state = IBV_QPS_RESET;
 	qp->attr.cap = ia->cap;
 	qp->attr.path_mtu = IBV_MTU_1024;
+	if (ia->qp_type == IBV_QPT_UD) {
+		/* a UD message is one packet of the port's MTU */
+		qp->attr.path_mtu = ctx->dev->active_mtu;
+		qp->mtu = uroce_mtu_bytes(ctx->dev->active_mtu);
+	}
 
 	pthread_mutex_lock(&ctx->lock);
 	qp->ep = uroce_ep_get(ctx, qp, &qpn);
@@ -257,20 +262,7 @@ UROCE_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcod
 
 static int set_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah, char *why, size_t len)
 {
-	struct uroce_dev *d = qp->ctx->dev;
-	const struct uroce_gid_entry *sg = &d->gid[ah->grh.sgid_index];
-	static const uint8_t v4pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
-	if (sg->family != AF_INET || memcmp(ah->grh.dgid.raw, v4pre, 12)) {
-		snprintf(why, len,
-			 "modify_qp: only IPv4 (IPv4-mapped) GIDs carry traffic yet; use an "
-			 "IPv4 sgid_index");
-		return EINVAL;
-	}
-	qp->path.family = AF_INET;
-	qp->path.src.v4 = sg->addr.v4;
-	memcpy(&qp->path.dst.v4, &ah->grh.dgid.raw[12], 4);
-	return 0;
+	return uroce_av_resolve(qp->ctx->dev, ah, &qp->path, why, len);
 }
 
 static void reset_qp(struct uroce_qp *qp)
@@ -502,6 +494,10 @@ int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send
 		       uroce_qp_state_name(qp->attr.qp_state));
 		err = EINVAL;
 		*bad_wr = wr;
+		goto out;
+	}
+	if (ibqp->qp_type == IBV_QPT_UD) {
+		err = uroce_ud_post_send(qp, wr, bad_wr);
 		goto out;
 	}
 	for (; wr; wr = wr->next) {

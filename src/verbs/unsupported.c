@@ -49,48 +49,6 @@ int uroce_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_
 	return EOPNOTSUPP;
 }
 
-UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
-{
-	(void)pd;
-	(void)attr;
-	NOT_YET("create_ah (UD)");
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-UROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
-{
-	(void)ah;
-	NOT_YET("destroy_ah");
-	return EOPNOTSUPP;
-}
-
-UROCE_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
-				     struct ibv_wc *wc, struct ibv_grh *grh,
-				     struct ibv_ah_attr *ah_attr)
-{
-	(void)context;
-	(void)port_num;
-	(void)wc;
-	(void)grh;
-	(void)ah_attr;
-	NOT_YET("init_ah_from_wc");
-	errno = EOPNOTSUPP;
-	return -1;
-}
-
-UROCE_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
-						  struct ibv_grh *grh, uint8_t port_num)
-{
-	(void)pd;
-	(void)wc;
-	(void)grh;
-	(void)port_num;
-	NOT_YET("create_ah_from_wc");
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
 UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
 	(void)qp;
