@@ -334,6 +334,26 @@ struct uroce_qp {
 };
 static inline struct uroce_qp *to_uqp(struct ibv_qp *q) { return container_of((struct ibv_qp_ex *)q, struct uroce_qp, ibqp); }
 
+/* ---- shared receive queues (src/verbs/srq.c) ---- */
+struct uroce_srq {
+	struct ibv_srq ibsrq;
+	pthread_mutex_t lock; /* taken inside qp->lock by the responder */
+	struct uroce_rq rq;
+	uint32_t limit;	      /* armed limit; 0 = not armed */
+	enum ibv_srq_type type;
+	struct ibv_cq *cq;    /* XRC SRQ: the completion queue */
+	struct ibv_xrcd *xrcd;
+	uint32_t srq_num;
+	atomic_uint refs;     /* QPs attached */
+	struct uroce_ctx *ctx;
+};
+static inline struct uroce_srq *to_usrq(struct ibv_srq *s) { return container_of(s, struct uroce_srq, ibsrq); }
+
+/* Take the next receive WQE for qp (from its SRQ if it has one).  False when
+ * none is posted.  qp->lock held. */
+bool uroce_rq_pop(struct uroce_qp *qp, struct uroce_rwqe *out);
+bool uroce_rq_empty(struct uroce_qp *qp);
+
 /* ---- address handles (src/verbs/ah.c) ---- */
 struct uroce_ah {
 	struct ibv_ah ibah;

@@ -57,17 +57,14 @@ static void send_nak(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 	send_aeth(qp, syn, psn);
 }
 
-static bool rq_empty(struct uroce_qp *qp)
+/* Take a receive WQE (from the SRQ if the QP has one); false if none. */
+static bool take_rwqe(struct uroce_qp *qp)
 {
-	return qp->rq.head == qp->rq.tail;
-}
-
-static void take_rwqe(struct uroce_qp *qp)
-{
-	qp->resp.rwqe = qp->rq.wqe[qp->rq.tail & (qp->rq.size - 1)];
-	qp->rq.tail++;
+	if (!uroce_rq_pop(qp, &qp->resp.rwqe))
+		return false;
 	qp->resp.have_rwqe = true;
 	qp->resp.rcv_offset = 0;
+	return true;
 }
 
 static void complete_recv(struct uroce_qp *qp, struct uroce_pkt *pkt, enum ibv_wc_status st,
@@ -142,13 +139,11 @@ static enum resp_state check_resource(struct uroce_qp *qp, struct uroce_pkt *pkt
 		return RESPST_NAK_INVALID;
 	if ((pkt->mask & URM_PAYLOAD) && pkt->paylen > qp->mtu)
 		return RESPST_NAK_INVALID;
-	if ((pkt->mask & URM_SEND) && (pkt->mask & URM_START) && !qp->resp.have_rwqe) {
-		if (rq_empty(qp))
-			return RESPST_RNR;
-		take_rwqe(qp);
-	}
-	if ((pkt->mask & URM_WRITE) && (pkt->mask & URM_RWR) && (pkt->mask & URM_END) &&
-	    !qp->resp.have_rwqe && rq_empty(qp))
+	/* The WQE is taken here, before any data moves: with a shared receive
+	 * queue another QP could otherwise take the last one meanwhile. */
+	if ((((pkt->mask & URM_SEND) && (pkt->mask & URM_START)) ||
+	     ((pkt->mask & URM_WRITE) && (pkt->mask & URM_RWR) && (pkt->mask & URM_END))) &&
+	    !qp->resp.have_rwqe && !take_rwqe(qp))
 		return RESPST_RNR;
 	return (pkt->mask & (URM_WRITE | URM_READ)) && (pkt->mask & URM_RETH) ? RESPST_CHECK_RKEY
 									      : RESPST_EXECUTE;
@@ -241,8 +236,6 @@ static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	qp->resp.write_offset += pkt->paylen;
 	qp->resp.in_write = !(pkt->mask & URM_END);
 	if ((pkt->mask & URM_END) && (pkt->mask & URM_IMMDT)) {
-		if (!qp->resp.have_rwqe)
-			take_rwqe(qp);
 		complete_recv(qp, pkt, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
 			      qp->resp.write_len);
 	}

@@ -156,7 +156,7 @@ void uroce_ud_rcv(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce
 {
 	enum ibv_qp_state qs = qp->attr.qp_state;
 	struct ibv_wc wc = { 0 };
-	struct uroce_rwqe *w;
+	struct uroce_rwqe rwqe, *w = &rwqe;
 	uint8_t grh[UROCE_GRH_BYTES];
 	enum ibv_wc_status st = IBV_WC_SUCCESS;
 
@@ -172,12 +172,10 @@ void uroce_ud_rcv(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce
 		uroce_count(qp->ctx, rx_drop_state, 1);
 		return;
 	}
-	if (qp->rq.head == qp->rq.tail) {
+	if (!uroce_rq_pop(qp, &rwqe)) {
 		uroce_count(qp->ctx, rx_drop_state, 1); /* no receive posted: dropped */
 		return;
 	}
-	w = &qp->rq.wqe[qp->rq.tail & (qp->rq.size - 1)];
-	qp->rq.tail++;
 	build_grh(grh, pkt, ip);
 	if (UROCE_GRH_BYTES + pkt->paylen > w->length) {
 		st = IBV_WC_LOC_LEN_ERR;

@@ -123,9 +123,9 @@ static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 	a->max_ah = 0;
 	a->max_fmr = 0;
 	a->max_map_per_fmr = 0;
-	a->max_srq = 0;
-	a->max_srq_wr = 0;
-	a->max_srq_sge = 0;
+	a->max_srq = UROCE_MAX_QP;
+	a->max_srq_wr = UROCE_MAX_QP_WR;
+	a->max_srq_sge = UROCE_MAX_SGE;
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
@@ -321,6 +321,8 @@ static void set_ops(struct uroce_ctx *ctx)
 	v->create_cq_ex = uroce_create_cq_ex;
 	v->create_qp_ex = uroce_create_qp_ex;
 	v->query_rt_values = uroce_query_rt_values;
+	v->create_srq_ex = uroce_create_srq_ex;
+	v->get_srq_num = uroce_get_srq_num;
 	v->modify_cq = uroce_modify_cq;
 	v->sz = sizeof(*v);
 }

@@ -108,9 +108,14 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 		return NULL;
 	}
 	if (ia->srq) {
-		ur_dbg("create_qp: SRQ not supported yet");
-		errno = EOPNOTSUPP;
-		return NULL;
+		if (to_usrq(ia->srq)->type != IBV_SRQT_BASIC || ia->srq->pd != ia->pd) {
+			ur_dbg("create_qp: the SRQ must be a basic SRQ of the QP's PD");
+			errno = EINVAL;
+			return NULL;
+		}
+		/* C10-?: receive capacities come from the SRQ */
+		ia->cap.max_recv_wr = 0;
+		ia->cap.max_recv_sge = 0;
 	}
 	err = check_caps(&ia->cap);
 	if (err) {
@@ -147,6 +152,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	b->pd = ia->pd;
 	b->send_cq = ia->send_cq;
 	b->recv_cq = ia->recv_cq;
+	b->srq = ia->srq;
 	b->state = IBV_QPS_RESET;
 	b->qp_type = ia->qp_type;
 	pthread_mutex_init(&b->mutex, NULL);
@@ -181,6 +187,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	atomic_fetch_add(&to_upd(ia->pd)->refs, 1);
 	atomic_fetch_add(&to_ucq(ia->send_cq)->refs, 1);
 	atomic_fetch_add(&to_ucq(ia->recv_cq)->refs, 1);
+	if (ia->srq)
+		atomic_fetch_add(&to_usrq(ia->srq)->refs, 1);
 	ur_dbg("create_qp: RC QPN 0x%06x (UDP port %u slot %u)", qpn, qpn >> 8, qpn & 0xff);
 	return b;
 
@@ -232,6 +240,8 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	atomic_fetch_sub(&to_upd(ibqp->pd)->refs, 1);
 	atomic_fetch_sub(&to_ucq(ibqp->send_cq)->refs, 1);
 	atomic_fetch_sub(&to_ucq(ibqp->recv_cq)->refs, 1);
+	if (ibqp->srq)
+		atomic_fetch_sub(&to_usrq(ibqp->srq)->refs, 1);
 	free_qp(qp);
 	return 0;
 }
@@ -362,9 +372,7 @@ static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
 			return ENOMEM;
 		break;
 	case IBV_QPS_ERR:
-		qp->attr.qp_state = IBV_QPS_ERR;
-		qp->ibqp.qp_base.state = IBV_QPS_ERR;
-		uroce_qp_flush(qp);
+		uroce_qp_error(qp);
 		return 0;
 	default:
 		break;
@@ -535,6 +543,10 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv
 	if (qp->attr.qp_state == IBV_QPS_RESET) {
 		ur_dbg("post_recv: QP 0x%06x is in RESET", ibqp->qp_num);
 		err = EINVAL;
+	} else if (ibqp->srq) {
+		ur_dbg("post_recv: QP 0x%06x uses an SRQ: post with ibv_post_srq_recv",
+		       ibqp->qp_num);
+		err = EINVAL;
 	}
 	for (; wr && !err; wr = wr->next) {
 		struct uroce_rwqe *w;
@@ -618,4 +630,7 @@ void uroce_qp_error(struct uroce_qp *qp)
 	qp->attr.qp_state = IBV_QPS_ERR;
 	qp->ibqp.qp_base.state = IBV_QPS_ERR;
 	uroce_qp_flush(qp);
+	/* IBTA 11.6.3.1 (o11-5.2.?): a QP on an SRQ reports its last WQE */
+	if (qp->ibqp.qp_base.srq)
+		uroce_async_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, &qp->ibqp.qp_base);
 }

@@ -8,47 +8,6 @@
 
 #define NOT_YET(what) ur_dbg("%s: not supported by uroce yet", what)
 
-UROCE_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
-{
-	(void)pd;
-	(void)attr;
-	NOT_YET("create_srq");
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-UROCE_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
-{
-	(void)srq;
-	(void)attr;
-	(void)mask;
-	NOT_YET("modify_srq");
-	return EOPNOTSUPP;
-}
-
-UROCE_EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
-{
-	(void)srq;
-	(void)attr;
-	NOT_YET("query_srq");
-	return EOPNOTSUPP;
-}
-
-UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
-{
-	(void)srq;
-	NOT_YET("destroy_srq");
-	return EOPNOTSUPP;
-}
-
-int uroce_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
-{
-	(void)srq;
-	*bad_wr = wr;
-	NOT_YET("post_srq_recv");
-	return EOPNOTSUPP;
-}
-
 UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
 	(void)qp;

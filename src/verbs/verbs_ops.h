@@ -18,6 +18,9 @@ struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *context,
 struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context,
 				  struct ibv_qp_init_attr_ex *attr);
 int uroce_query_rt_values(struct ibv_context *context, struct ibv_values_ex *values);
+struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context,
+				    struct ibv_srq_init_attr_ex *attr);
+int uroce_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
 int uroce_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr);
 
 #endif

@@ -1,0 +1,153 @@
+/* Counters in shared memory, readable while programs run (src/core/stats.c).
+ *
+ * Every context maps one small file, <UROCE_STATS_DIR>/uroce.<pid>.<n>
+ * (default directory /dev/shm, mode 0644), laid out as:
+ *
+ *   struct uroce_stats_hdr            magic, version, pid, device, times, offsets
+ *   name table                        one struct uroce_stats_name per device
+ *                                     counter, then one per QP counter
+ *   struct uroce_counters             device counters
+ *   struct uroce_stats_qp[max_qp]     per-QP slots (QPN 0: free)
+ *
+ * Readers (`uroce stat`, tools/uroce-stat.c) take the counter names from
+ * the file, so a reader built from another version still shows them all.
+ * All counters are 64-bit and only ever incremented with relaxed atomic
+ * adds; a reader loads them with relaxed loads.
+ *
+ * The file is removed by ibv_close_device and at exit; files of processes
+ * that died (kill -9) are removed by the next `uroce stat`.
+ */
+#ifndef UROCE_STATS_H
+#define UROCE_STATS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* X(field, name, description).  Names follow Linux rxe's hw_counters (and
+ * mlx5's `rdma statistic`) where the meaning is the same. */
+#define UROCE_COMMON_COUNTERS(X)                                                                  \
+	X(tx_pkts, "sent_pkts", "packets sent")                                                    \
+	X(tx_bytes, "sent_bytes", "bytes sent (BTH through ICRC)")                                 \
+	X(rx_pkts, "rcvd_pkts", "packets received")                                                \
+	X(rx_bytes, "rcvd_bytes", "bytes received (BTH through ICRC)")                             \
+	X(acks_tx, "sent_acks", "ACKs sent by the responder")                                      \
+	X(acks_rx, "rcvd_acks", "ACKs received by the requester")                                  \
+	X(naks_tx, "sent_naks", "NAKs sent (PSN sequence error, invalid request, access, op)")     \
+	X(naks_rx, "rcvd_naks", "NAKs received (PSN sequence error, invalid request, access, op)") \
+	X(seq_naks_rx, "rcvd_seq_err", "PSN sequence error NAKs received")                         \
+	X(rnr_naks_tx, "send_rnr_err", "RNR NAKs sent: a SEND found no receive WQE")               \
+	X(rnr_naks_rx, "rcvd_rnr_err", "RNR NAKs received")                                        \
+	X(dup_req, "duplicate_request", "duplicate requests (re-acknowledged, READs replayed)")     \
+	X(oos_req, "out_of_seq_request", "requests received after a PSN gap")                      \
+	X(duplicates, "duplicate_response", "duplicate, stale or unexpected responses dropped")    \
+	X(out_of_seq, "out_of_seq_response", "READ responses received after a PSN gap")            \
+	X(retries, "completer_retry_err", "go-back-N retries (timeout, NAK, RNR NAK)")             \
+	X(retransmits, "retransmitted_pkts", "packets sent again by go-back-N retries")            \
+	X(timeouts, "local_ack_timeout_err", "retransmission timer expiries")                      \
+	X(retry_exc, "retry_exceeded_err", "WQEs failed: retry_cnt exhausted")                     \
+	X(rnr_retry_exc, "retry_rnr_exceeded_err", "WQEs failed: rnr_retry exhausted")             \
+	X(wc_err, "completion_err", "send WQEs completed with an error (not flushes)")             \
+	X(rx_drop_state, "rcvd_bad_state", "packets dropped: the QP's state does not take them")
+
+/* Device-wide only: the endpoint and the packet checks before a QP is known,
+ * and UROCE_FAULT (src/net/fault.c, docs/faults.md). */
+#define UROCE_DEV_ONLY_COUNTERS(X)                                                                \
+	X(send_err, "send_err", "packets the kernel refused to send (buffer full, unreachable)")   \
+	X(rx_drop_icrc, "rcvd_icrc_err", "packets dropped: bad ICRC")                              \
+	X(rx_drop_parse, "rcvd_malformed", "packets dropped: malformed, truncated, no address")    \
+	X(rx_drop_qpn, "rcvd_unknown_qp", "packets dropped: destination QP does not exist here")   \
+	X(fault_drop, "fault_drop", "UROCE_FAULT: packets dropped")                                \
+	X(fault_dup, "fault_dup", "UROCE_FAULT: packets duplicated")                               \
+	X(fault_reorder, "fault_reorder", "UROCE_FAULT: packets reordered")                        \
+	X(fault_corrupt, "fault_corrupt", "UROCE_FAULT: packets corrupted")                        \
+	X(fault_delay, "fault_delay", "UROCE_FAULT: packets delayed")
+
+#define UROCE_DEV_COUNTERS(X) UROCE_COMMON_COUNTERS(X) UROCE_DEV_ONLY_COUNTERS(X)
+#define UROCE_QP_COUNTERS(X) UROCE_COMMON_COUNTERS(X)
+
+#define UROCE_STATS_FIELD_(field, name, desc) _Atomic uint64_t field;
+
+/* Device counters (ctx->cnt); uroce_count() adds to them. */
+struct uroce_counters {
+	UROCE_DEV_COUNTERS(UROCE_STATS_FIELD_)
+};
+
+struct uroce_qp_counters {
+	UROCE_QP_COUNTERS(UROCE_STATS_FIELD_)
+};
+
+/* One QP's slot (qp->stats); uroce_qp_count() adds to it.  qpn 0 marks a
+ * free slot (no QPN ends in 0x00). */
+struct uroce_stats_qp {
+	_Atomic uint32_t qpn;
+	_Atomic uint32_t state;	   /* enum ibv_qp_state */
+	_Atomic uint32_t type;	   /* enum ibv_qp_type */
+	_Atomic uint32_t dest_qpn; /* RC: the connected QP */
+	struct uroce_qp_counters c;
+} __attribute__((aligned(64)));
+
+#define UROCE_STATS_MAGIC 0x3154534543524f55ull /* "UROCEST1" in a little-endian file */
+#define UROCE_STATS_VERSION 1
+#define UROCE_STATS_NAME_LEN 32
+#define UROCE_STATS_MAX_QP 4096 /* QPs beyond this count in device totals only */
+#define UROCE_STATS_PREFIX "uroce."
+
+struct uroce_stats_name {
+	char name[UROCE_STATS_NAME_LEN];
+};
+
+/* The file header.  Offsets are from the start of the file.  The creator
+ * writes everything, then stores magic last (release): a reader that sees
+ * the magic sees a complete header. */
+struct uroce_stats_hdr {
+	_Atomic uint64_t magic;
+	uint32_t version;
+	uint32_t hdr_size;	 /* sizeof(struct uroce_stats_hdr) */
+	int32_t pid;
+	uint32_t ctx_seq;	 /* n of uroce.<pid>.<n>: contexts opened before by this process */
+	uint64_t proc_start;	 /* /proc/<pid>/stat starttime: detects a reused pid */
+	uint64_t start_ns;	 /* CLOCK_REALTIME when the context opened */
+	char dev_name[64];
+	char ifname[16];
+	char comm[16];		 /* the program's name */
+	uint32_t n_dev;		 /* device counters */
+	uint32_t n_qp;		 /* counters per QP slot */
+	uint64_t names_off;	 /* n_dev + n_qp struct uroce_stats_name */
+	uint64_t dev_off;	 /* n_dev uint64 counters */
+	uint64_t qp_off;	 /* max_qp slots */
+	uint32_t qp_slot_size;	 /* bytes per slot */
+	uint32_t qp_cnt_off;	 /* offset of the first counter in a slot */
+	uint32_t max_qp;
+	_Atomic uint32_t qp_hwm;	  /* slots [0, qp_hwm) have been used */
+	_Atomic uint32_t nqp;		  /* QPs alive */
+	_Atomic uint32_t qp_untracked; /* QPs alive without a slot (over max_qp) */
+	uint64_t file_size;
+};
+
+enum {
+	UROCE_STATS_N_DEV = sizeof(struct uroce_counters) / sizeof(uint64_t),
+	UROCE_STATS_N_QP = sizeof(struct uroce_qp_counters) / sizeof(uint64_t),
+};
+
+/* ---- library side ---- */
+struct uroce_ctx;
+struct uroce_qp;
+
+/* Map the context's stats file (or private memory when the directory is not
+ * usable: logged once) and point ctx->cnt at its counters.  Returns 0 or
+ * -ENOMEM. */
+int uroce_stats_open(struct uroce_ctx *ctx);
+/* Log the counters at info level, remove the file, unmap. */
+void uroce_stats_close(struct uroce_ctx *ctx);
+
+/* A QP slot for qp (never NULL: a shared catch-all beyond max_qp).  Call
+ * before the QP can receive packets; uroce_stats_qp_update() publishes it. */
+struct uroce_stats_qp *uroce_stats_qp_add(struct uroce_ctx *ctx);
+/* Copy QPN, type, state and destination QPN into the slot (qp->lock held or
+ * the QP not yet visible). */
+void uroce_stats_qp_update(struct uroce_qp *qp);
+void uroce_stats_qp_del(struct uroce_ctx *ctx, struct uroce_stats_qp *st);
+/* A send WQE completed with status st (not a flush). */
+void uroce_stats_wc_err(struct uroce_qp *qp, int st);
+
+#endif
