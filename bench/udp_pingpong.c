@@ -10,8 +10,9 @@
  *   udp_pingpong server [-b ADDR] -p PORT [-i IDLE_S]
  *       echoes every datagram back to its sender; exits when it receives an
  *       empty datagram or after IDLE_S seconds (default 30) without traffic.
- *   udp_pingpong client -H HOST -p PORT -s SIZE[,SIZE...] [-n ITERS] [-w WARMUP]
- *       for each size: WARMUP untimed round trips, then ITERS timed ones; prints
+ *   udp_pingpong client -H HOST -p PORT -s SIZE[,SIZE...] [-n ITERS] [-w WARMUP] [-T SECS]
+ *       for each size: WARMUP untimed round trips, then ITERS timed ones (or as
+ *       many as fit in SECS seconds, default 3, on a loaded machine); prints
  *       one line per size:
  *         size=<B> iters=<n> lost=<n> min_us=<x> median_us=<x> p99_us=<x> avg_us=<x>
  *       (all one-way, i.e. RTT/2). Sizes above the largest IPv4 UDP payload
@@ -52,7 +53,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: udp_pingpong server [-b ADDR] -p PORT [-i IDLE_S]\n"
-		"       udp_pingpong client -H HOST -p PORT -s SIZE[,SIZE...] [-n ITERS] [-w WARMUP]\n");
+		"       udp_pingpong client -H HOST -p PORT -s SIZE[,SIZE...] [-n ITERS] [-w WARMUP] [-T SECS]\n");
 	exit(2);
 }
 
@@ -143,7 +144,7 @@ static uint64_t round_trip(int fd, char *buf, size_t size)
 	}
 }
 
-static int run_client(const char *host, int port, const char *sizes, long iters, long warmup)
+static int run_client(const char *host, int port, const char *sizes, long iters, long warmup, double max_s)
 {
 	int fd = make_socket();
 	struct sockaddr_in sa;
@@ -168,7 +169,10 @@ static int run_client(const char *host, int port, const char *sizes, long iters,
 		for (long i = 0; i < warmup; i++)
 			(void)round_trip(fd, buf, (size_t)size);
 		long got = 0, lost = 0;
+		uint64_t deadline = now_ns() + (uint64_t)(max_s * 1e9);
 		for (long i = 0; i < iters; i++) {
+			if ((i & 63) == 63 && now_ns() > deadline)
+				break;
 			uint64_t t = round_trip(fd, buf, (size_t)size);
 			if (t)
 				rtt[got++] = t;
@@ -210,8 +214,9 @@ int main(int argc, char **argv)
 	const char *mode = argv[1], *host = "127.0.0.1", *bind_addr = "0.0.0.0", *sizes = "2";
 	int port = 0, idle_s = 30, opt;
 	long iters = 10000, warmup = 1000;
+	double max_s = 3.0;
 	optind = 2;
-	while ((opt = getopt(argc, argv, "H:b:p:s:n:w:i:")) != -1) {
+	while ((opt = getopt(argc, argv, "H:b:p:s:n:w:i:T:")) != -1) {
 		switch (opt) {
 		case 'H': host = optarg; break;
 		case 'b': bind_addr = optarg; break;
@@ -220,15 +225,16 @@ int main(int argc, char **argv)
 		case 'n': iters = atol(optarg); break;
 		case 'w': warmup = atol(optarg); break;
 		case 'i': idle_s = atoi(optarg); break;
+		case 'T': max_s = atof(optarg); break;
 		default: usage();
 		}
 	}
-	if (port <= 0 || port > 65535 || iters < 1 || warmup < 0)
+	if (port <= 0 || port > 65535 || iters < 1 || warmup < 0 || max_s <= 0)
 		usage();
 	if (!strcmp(mode, "server"))
 		return run_server(bind_addr, port, idle_s);
 	if (!strcmp(mode, "client"))
-		return run_client(host, port, sizes, iters, warmup);
+		return run_client(host, port, sizes, iters, warmup, max_s);
 	usage();
 	return 2;
 }

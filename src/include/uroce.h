@@ -88,6 +88,8 @@ struct uroce_ctx;
 
 struct uroce_ep_rx; /* receive batch buffers, endpoint.c */
 struct uroce_fault; /* fault injection state, src/net/fault.c */
+struct uroce_stats; /* the counter file, src/core/stats.c */
+struct uroce_pcap;  /* packet capture, src/net/pcap.c */
 
 struct uroce_ep {
 	struct uroce_ctx *ctx;
@@ -102,16 +104,17 @@ struct uroce_ep {
 	struct uroce_ep_rx *rx;
 };
 
-/* Counters (device-wide); all relaxed atomics. */
-struct uroce_counters {
-	atomic_ulong tx_pkts, tx_bytes, rx_pkts, rx_bytes;
-	atomic_ulong rx_drop_icrc, rx_drop_parse, rx_drop_qpn, rx_drop_state;
-	atomic_ulong acks_tx, acks_rx, naks_tx, naks_rx, rnr_naks_tx, rnr_naks_rx;
-	atomic_ulong retransmits, timeouts, duplicates, out_of_seq;
-	/* injected by UROCE_FAULT (src/net/fault.c) */
-	atomic_ulong fault_drop, fault_dup, fault_reorder, fault_corrupt, fault_delay;
-};
-#define uroce_count(ctx, field, n) atomic_fetch_add_explicit(&(ctx)->cnt.field, (n), memory_order_relaxed)
+/* Counters: struct uroce_counters (device) and struct uroce_stats_qp (per QP)
+ * live in a shared-memory file that `uroce stat` reads; the list of
+ * counters and their names is in src/core/stats.h.  All relaxed atomics. */
+#include "core/stats.h"
+#define uroce_count(ctx, field, n) atomic_fetch_add_explicit(&(ctx)->cnt->field, (n), memory_order_relaxed)
+/* Count for a QP: its own slot and the device total. */
+#define uroce_qp_count(qp, field, n)                                                          \
+	(uroce_count((qp)->ctx, field, n),                                                     \
+	 atomic_fetch_add_explicit(&(qp)->stats->c.field, (n), memory_order_relaxed))
+/* The QP's slot only (where the device total is counted elsewhere). */
+#define uroce_qp_stat(qp, field, n) atomic_fetch_add_explicit(&(qp)->stats->c.field, (n), memory_order_relaxed)
 
 /* ---- Context ---- */
 struct uroce_ctx {
@@ -147,7 +150,9 @@ struct uroce_ctx {
 	pthread_mutex_t async_lock;
 
 	atomic_uint npd, ncq, nqp_total;
-	struct uroce_counters cnt;
+	struct uroce_counters *cnt; /* in the stats file (src/core/stats.c) */
+	struct uroce_stats *stats;
+	struct uroce_pcap *pcap; /* UROCE_PCAP capture, NULL when off (src/net/pcap.c) */
 	/* UROCE_FAULT state: NULL until first used (src/net/fault.h) */
 	struct uroce_fault *fault;
 };
@@ -193,6 +198,12 @@ struct uroce_channel {
 	int ncq, cap;
 };
 
+/* When a completion was queued (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP*) */
+struct uroce_cq_ts {
+	uint64_t ns;	  /* CLOCK_MONOTONIC: the device clock, 1 GHz */
+	uint64_t wall_ns; /* CLOCK_REALTIME */
+};
+
 struct uroce_cq {
 	struct ibv_cq_ex ibcq; /* every CQ is an ibv_cq_ex */
 	pthread_mutex_t lock;
@@ -205,8 +216,13 @@ struct uroce_cq {
 	uint32_t events_delivered; /* read by ibv_get_cq_event */
 	atomic_uint refs;	   /* QPs using it */
 	struct uroce_ctx *ctx;
-	/* current entry for the ibv_cq_ex poll iterator */
-	struct ibv_wc cur;
+	/* ibv_cq_ex poll iterator and timestamps (src/verbs/cq_ex.c) */
+	struct ibv_wc cur;	   /* the completion start_poll/next_poll took */
+	struct uroce_cq_ts cur_ts;
+	struct uroce_cq_ts *ts;	   /* per ring slot; NULL unless wc_flags asks */
+	uint64_t wc_flags;	   /* IBV_WC_EX_WITH_* the CQ was created with */
+	pthread_mutex_t poll_lock; /* start_poll..end_poll, unless single_threaded */
+	bool single_threaded;
 };
 static inline struct uroce_cq *to_ucq(struct ibv_cq *c) { return container_of((struct ibv_cq_ex *)c, struct uroce_cq, ibcq); }
 
@@ -269,6 +285,7 @@ struct uroce_rq {
 };
 
 /* ---- QP ---- */
+struct uroce_qpx;
 struct uroce_rd_res { /* a saved RDMA READ / atomic request for replay */
 	uint8_t opcode;
 	uint32_t psn, last_psn;
@@ -281,6 +298,7 @@ struct uroce_rd_res { /* a saved RDMA READ / atomic request for replay */
 struct uroce_qp {
 	struct ibv_qp_ex ibqp; /* every QP is an ibv_qp_ex */
 	struct uroce_ctx *ctx;
+	struct uroce_stats_qp *stats; /* counters, never NULL (src/core/stats.c) */
 	pthread_mutex_t lock;
 	struct uroce_ep *ep;
 	struct ibv_qp_attr attr; /* what modify_qp set, for query_qp */
@@ -290,6 +308,9 @@ struct uroce_qp {
 	bool sq_sig_all;
 	struct uroce_sq sq;
 	struct uroce_rq rq;
+	/* ibv_wr_* batch (src/verbs/qp_ex.c); NULL unless created with
+	 * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
+	struct uroce_qpx *qpx;
 
 	/* requester (src/transport/req.c) */
 	struct {

@@ -23,6 +23,7 @@
 
 #include "uroce.h"
 #include "net/fault.h"
+#include "net/pcap.h"
 
 #define RX_BATCH 32
 #define RX_BUFSZ (4096 + 256)
@@ -191,12 +192,14 @@ static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const
 		if (r == (ssize_t)len) {
 			uroce_count(ep->ctx, tx_pkts, 1);
 			uroce_count(ep->ctx, tx_bytes, len);
+			uroce_pcap(ep->ctx, UROCE_PCAP_TX, ip, buf, len);
 			return 0;
 		}
 		if (r < 0 && errno == EINTR)
 			continue;
 		/* A full socket buffer or an unreachable peer is a lost
 		 * packet: the transport's retransmission deals with it. */
+		uroce_count(ep->ctx, send_err, 1);
 		ur_trace("sendmsg to port %u: %s", ip->dport, r < 0 ? strerror(errno) : "short");
 		return -1;
 	}
@@ -210,6 +213,7 @@ static void deliver(struct uroce_ep *ep, uint8_t *data, size_t len, const struct
 	struct uroce_pkt pkt;
 	struct uroce_qp *qp;
 
+	uroce_pcap(ctx, UROCE_PCAP_RX, ipp, data, len);
 	if (uroce_pkt_parse(&pkt, data, len)) {
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
@@ -225,6 +229,8 @@ static void deliver(struct uroce_ep *ep, uint8_t *data, size_t len, const struct
 		uroce_count(ctx, rx_drop_qpn, 1);
 		return;
 	}
+	uroce_qp_stat(qp, rx_pkts, 1);
+	uroce_qp_stat(qp, rx_bytes, len);
 	pthread_mutex_lock(&qp->lock);
 	if ((pkt.opcode & UR_TR_MASK) == UR_TR_UD)
 		uroce_ud_rcv(qp, &pkt, &ip);

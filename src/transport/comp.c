@@ -10,6 +10,7 @@ enum comp_state {
 	COMPST_CHECK_PSN,
 	COMPST_ACK,
 	COMPST_READ,
+	COMPST_ATOMIC,
 	COMPST_RNR,
 	COMPST_NAK_SEQ,
 	COMPST_NAK_FATAL,
@@ -17,7 +18,7 @@ enum comp_state {
 };
 
 static const char *const comp_state_name[] = {
-	"check-psn", "ack", "read-response", "rnr-nak", "nak-psn-seq", "nak-fatal", "drop",
+	"check-psn", "ack", "read-response", "atomic-ack", "rnr-nak", "nak-psn-seq", "nak-fatal", "drop",
 };
 
 static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
@@ -58,6 +59,7 @@ void uroce_comp_retire(struct uroce_qp *qp)
 		}
 		qp->sq.tail++;
 		if (err) {
+			uroce_stats_wc_err(qp, w->status);
 			uroce_qp_error(qp);
 			return;
 		}
@@ -157,8 +159,10 @@ static enum comp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return COMPST_DROP;
 	if (pkt->mask & URM_READ)
 		return COMPST_READ;
+	if (pkt->mask & URM_ATOMIC)
+		return COMPST_ATOMIC;
 	if (pkt->opcode != UR_OPC_ACK)
-		return COMPST_DROP; /* atomics: not yet */
+		return COMPST_DROP;
 	/* IBTA 9.7.5.1.1 / 9.7.5.2: an ACK or NAK for a PSN older than the
 	 * oldest unacknowledged one is a duplicate or a late (reordered)
 	 * response that carries no news; acting on a late PSN sequence NAK
@@ -186,12 +190,12 @@ static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	int r;
 
 	if (ur_psn_diff(pkt->psn, qp->req.una_psn) < 0) {
-		uroce_count(qp->ctx, duplicates, 1);
+		uroce_qp_count(qp, duplicates, 1);
 		return;
 	}
 	if (pkt->psn != qp->req.una_psn) {
 		/* a response is missing: ask again from the first gap */
-		uroce_count(qp->ctx, out_of_seq, 1);
+		uroce_qp_count(qp, out_of_seq, 1);
 		retry_from_una(qp);
 		uroce_req_progress(qp);
 		return;
@@ -236,17 +240,65 @@ static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	uroce_req_arm(qp);
 }
 
+/* ATOMIC ACKNOWLEDGE (IBTA 9.5.2): the original remote value goes to the
+ * local 8-byte buffer, in host order. */
+static void do_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_swqe *w;
+	enum ibv_wc_status st;
+	uint64_t orig;
+	int r;
+
+	if (ur_psn_diff(pkt->psn, qp->req.una_psn) < 0) {
+		uroce_qp_count(qp, duplicates, 1);
+		return;
+	}
+	if (pkt->psn != qp->req.una_psn) {
+		uroce_qp_count(qp, out_of_seq, 1);
+		retry_from_una(qp);
+		uroce_req_progress(qp);
+		return;
+	}
+	w = wqe_for_psn(qp, pkt->psn);
+	if (!w || (w->opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
+		   w->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD)) {
+		fail_at(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
+		return;
+	}
+	ack_upto(qp, (w->first_psn - 1) & UR_PSN_MASK);
+	orig = ur_atmack_orig(pkt);
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	r = uroce_sge_copy(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, 0, &orig,
+			   sizeof(orig), true, &st);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (r) {
+		fail_at(qp, pkt->psn, st);
+		return;
+	}
+	qp->req.una_psn = (pkt->psn + 1) & UR_PSN_MASK;
+	qp->req.need_retry = false;
+	qp->req.retry_cnt = qp->attr.retry_cnt;
+	if (qp->req.inflight)
+		qp->req.inflight--;
+	if (qp->req.rd_inflight)
+		qp->req.rd_inflight--;
+	w->state = UROCE_WQE_DONE;
+	uroce_comp_retire(qp);
+	qp->req.deadline_ns = 0;
+	uroce_req_arm(qp);
+}
+
 void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	enum comp_state s;
 	uint8_t syn;
 
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD) {
-		uroce_count(qp->ctx, rx_drop_state, 1);
+		uroce_qp_count(qp, rx_drop_state, 1);
 		return;
 	}
 	if ((pkt->opcode & UR_TR_MASK) != UR_TR_RC) {
-		uroce_count(qp->ctx, rx_drop_state, 1);
+		uroce_qp_count(qp, rx_drop_state, 1);
 		return;
 	}
 	s = check_psn(qp, pkt);
@@ -255,17 +307,20 @@ void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	syn = (pkt->mask & URM_AETH) ? ur_aeth_syn(pkt) : 0;
 	switch (s) {
 	case COMPST_ACK:
-		uroce_count(qp->ctx, acks_rx, 1);
+		uroce_qp_count(qp, acks_rx, 1);
 		if (!ack_upto(qp, pkt->psn))
 			retry_from_una(qp);
 		break;
 	case COMPST_READ:
 		do_read_resp(qp, pkt);
 		break;
+	case COMPST_ATOMIC:
+		do_atomic_ack(qp, pkt);
+		break;
 	case COMPST_RNR:
 		/* IBTA 9.7.5.2.8: wait the advertised time, then resend from
 		 * the NAKed PSN; rnr_retry 7 retries forever (C9-151.1) */
-		uroce_count(qp->ctx, rnr_naks_rx, 1);
+		uroce_qp_count(qp, rnr_naks_rx, 1);
 		ack_upto(qp, (pkt->psn - 1) & UR_PSN_MASK);
 		if (qp->attr.qp_state == IBV_QPS_ERR)
 			return;
@@ -282,7 +337,8 @@ void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return; /* the timer resumes sending */
 	case COMPST_NAK_SEQ:
 		/* 9.7.5.2.3: resend from the PSN the responder expects */
-		uroce_count(qp->ctx, naks_rx, 1);
+		uroce_qp_count(qp, naks_rx, 1);
+		uroce_qp_count(qp, seq_naks_rx, 1);
 		ack_upto(qp, (pkt->psn - 1) & UR_PSN_MASK);
 		if (qp->attr.qp_state == IBV_QPS_ERR)
 			return;
@@ -302,7 +358,7 @@ void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	case COMPST_NAK_FATAL: {
 		enum ibv_wc_status st;
 
-		uroce_count(qp->ctx, naks_rx, 1);
+		uroce_qp_count(qp, naks_rx, 1);
 		switch (syn & 0x1f) {
 		case UR_NAK_INVALID_REQ:
 			st = IBV_WC_REM_INV_REQ_ERR;
@@ -322,7 +378,7 @@ void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 	case COMPST_DROP:
 	default:
-		uroce_count(qp->ctx, duplicates, 1);
+		uroce_qp_count(qp, duplicates, 1);
 		return;
 	}
 	uroce_req_progress(qp);

@@ -20,6 +20,8 @@ int uroce_qp_xmit(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	uroce_pkt_finish(pkt, &qp->path);
 	ur_trace("QP 0x%06x tx %s psn %u len %u", qp->ibqp.qp_base.qp_num,
 		 uroce_opcode_name(pkt->opcode), pkt->psn, pkt->len);
+	uroce_qp_stat(qp, tx_pkts, 1);
+	uroce_qp_stat(qp, tx_bytes, pkt->len);
 	return uroce_ep_xmit(qp->ep, &qp->path, pkt->bth, pkt->len);
 }
 
@@ -169,6 +171,31 @@ static enum req_result send_read(struct uroce_qp *qp, struct uroce_swqe *w)
 	return REQ_DONE_WQE;
 }
 
+/* An atomic request: one packet, one PSN, answered by ATOMIC ACKNOWLEDGE. */
+static enum req_result send_atomic(struct uroce_qp *qp, struct uroce_swqe *w)
+{
+	uint8_t buf[UR_BTH_BYTES + UR_ATMETH_BYTES + 8];
+	struct uroce_pkt pkt;
+	uint8_t opc = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? UR_OPC_CMP_SWAP : UR_OPC_FETCH_ADD;
+
+	w->first_psn = w->last_psn = qp->req.psn;
+	w->npkts = 1;
+	uroce_pkt_init(&pkt, buf, opc, qp->attr.dest_qp_num, qp->req.psn, 0);
+	ur_atmeth_set(&pkt, w->remote_addr, w->rkey, w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap
+											     : w->compare_add,
+		      w->compare_add);
+	ur_bth_set_ackreq(&pkt, true);
+	ur_bth_set_psn(&pkt, qp->req.psn);
+	uroce_qp_xmit(qp, &pkt);
+	qp->req.psn = (qp->req.psn + 1) & UR_PSN_MASK;
+	qp->req.inflight++;
+	qp->req.rd_inflight++;
+	w->state = UROCE_WQE_SENT;
+	qp->sq.req++;
+	qp->req.offset = 0;
+	return REQ_DONE_WQE;
+}
+
 static enum req_result req_step(struct uroce_qp *qp)
 {
 	struct uroce_swqe *w;
@@ -186,6 +213,8 @@ static enum req_result req_step(struct uroce_qp *qp)
 		return REQ_BLOCKED;
 	if (w->opcode == IBV_WR_RDMA_READ)
 		return send_read(qp, w);
+	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		return send_atomic(qp, w);
 	return send_data_pkt(qp, w);
 }
 
@@ -227,7 +256,8 @@ void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
 		    ur_psn_diff(psn, swqe(qp, i)->first_psn) < 0)
 			return; /* nothing unacknowledged sent at or after psn */
 	}
-	uroce_count(qp->ctx, retransmits, (unsigned long)ur_psn_diff(qp->req.psn, psn));
+	uroce_qp_count(qp, retransmits, (unsigned long)ur_psn_diff(qp->req.psn, psn));
+	uroce_qp_count(qp, retries, 1);
 	{
 		struct uroce_swqe *w = swqe(qp, i);
 		int32_t k = ur_psn_diff(psn, w->first_psn);
@@ -263,7 +293,7 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 	qp->req.deadline_ns = 0;
 	if (!qp->req.inflight)
 		return;
-	uroce_count(qp->ctx, timeouts, 1);
+	uroce_qp_count(qp, timeouts, 1);
 	if (qp->attr.retry_cnt != 7) {
 		if (qp->req.retry_cnt == 0) {
 			struct uroce_swqe *w = swqe(qp, qp->sq.tail);

@@ -47,7 +47,7 @@ void uroce_resp_flush_ack(struct uroce_qp *qp)
 	if (!qp->resp.ack_pending)
 		return;
 	qp->resp.ack_pending = false;
-	uroce_count(qp->ctx, acks_tx, 1);
+	uroce_qp_count(qp, acks_tx, 1);
 	send_aeth(qp, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.ack_psn);
 }
 
@@ -102,11 +102,11 @@ static enum resp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	int32_t d = ur_psn_diff(pkt->psn, qp->resp.psn);
 
 	if (d > 0) {
-		uroce_count(qp->ctx, out_of_seq, 1);
+		uroce_qp_count(qp, oos_req, 1);
 		return qp->resp.nak_sent ? RESPST_DROP : RESPST_NAK_PSN_SEQ;
 	}
 	if (d < 0) {
-		uroce_count(qp->ctx, duplicates, 1);
+		uroce_qp_count(qp, dup_req, 1);
 		return RESPST_DUPLICATE;
 	}
 	qp->resp.nak_sent = false;
@@ -126,8 +126,6 @@ static enum resp_state check_op_seq(struct uroce_qp *qp, struct uroce_pkt *pkt)
 						       : RESPST_NAK_INVALID;
 	if (cont)
 		return RESPST_NAK_INVALID;
-	if (pkt->mask & URM_ATOMIC)
-		return RESPST_NAK_INVALID; /* atomic_cap is IBV_ATOMIC_NONE */
 	return RESPST_CHECK_RESOURCE;
 }
 
@@ -145,6 +143,8 @@ static enum resp_state check_resource(struct uroce_qp *qp, struct uroce_pkt *pkt
 	     ((pkt->mask & URM_WRITE) && (pkt->mask & URM_RWR) && (pkt->mask & URM_END))) &&
 	    !qp->resp.have_rwqe && !take_rwqe(qp))
 		return RESPST_RNR;
+	if (pkt->mask & URM_ATOMIC)
+		return RESPST_CHECK_RKEY;
 	return (pkt->mask & (URM_WRITE | URM_READ)) && (pkt->mask & URM_RETH) ? RESPST_CHECK_RKEY
 									      : RESPST_EXECUTE;
 }
@@ -171,6 +171,24 @@ static enum resp_state check_rkey(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	unsigned int access = (pkt->mask & URM_READ) ? IBV_ACCESS_REMOTE_READ
 						     : IBV_ACCESS_REMOTE_WRITE;
 	bool ok;
+
+	if (pkt->mask & URM_ATOMIC) {
+		/* C9-?: an atomic's address must be 8-byte aligned */
+		if (ur_atmeth_va(pkt) & 7) {
+			ur_dbg("QP 0x%06x: atomic at misaligned va 0x%llx",
+			       qp->ibqp.qp_base.qp_num, (unsigned long long)ur_atmeth_va(pkt));
+			return RESPST_NAK_INVALID;
+		}
+		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		ok = rkey_ok(qp, ur_atmeth_rkey(pkt), ur_atmeth_va(pkt), 8,
+			     IBV_ACCESS_REMOTE_ATOMIC);
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		if (!ok)
+			ur_dbg("QP 0x%06x: atomic va 0x%llx rkey 0x%08x: access denied",
+			       qp->ibqp.qp_base.qp_num, (unsigned long long)ur_atmeth_va(pkt),
+			       ur_atmeth_rkey(pkt));
+		return ok ? RESPST_EXECUTE : RESPST_NAK_ACCESS;
+	}
 
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	ok = rkey_ok(qp, ur_reth_rkey(pkt), ur_reth_va(pkt), ur_reth_len(pkt), access);
@@ -296,8 +314,58 @@ static enum resp_state exec_read(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	return RESPST_DROP; /* PSN already advanced; no ACK needed */
 }
 
+static void send_atomic_ack(struct uroce_qp *qp, uint32_t psn, uint64_t orig)
+{
+	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + UR_ATMACK_BYTES + 8];
+	struct uroce_pkt pkt;
+
+	uroce_pkt_init(&pkt, buf, UR_OPC_ATOMIC_ACK, qp->attr.dest_qp_num, psn, 0);
+	ur_aeth_set(&pkt, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.msn);
+	ur_atmack_set(&pkt, orig);
+	uroce_qp_xmit(qp, &pkt);
+}
+
+/* IBTA 9.4.5: compare-and-swap / fetch-and-add on 8 aligned bytes, done
+ * with the CPU's atomic instructions, so they are atomic against every
+ * other atomic and against the host's own atomics (IBV_ATOMIC_GLOB).  The
+ * result is kept so a duplicate request is answered, not re-executed. */
+static enum resp_state exec_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_rd_res *res;
+	struct uroce_mr *mr;
+	uint64_t *p = NULL, orig = 0;
+
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	mr = uroce_mr_lookup(qp->ctx, ur_atmeth_rkey(pkt));
+	if (mr)
+		p = (uint64_t *)(void *)uroce_mr_ptr(mr, ur_atmeth_va(pkt), 8);
+	if (p) {
+		if (pkt->opcode == UR_OPC_FETCH_ADD || pkt->opcode == (UR_TR_XRC | UR_OPC_FETCH_ADD)) {
+			orig = __atomic_fetch_add(p, ur_atmeth_swap_add(pkt), __ATOMIC_SEQ_CST);
+		} else {
+			orig = ur_atmeth_cmp(pkt);
+			__atomic_compare_exchange_n(p, &orig, ur_atmeth_swap_add(pkt), false,
+						    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+		}
+	}
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (!p)
+		return RESPST_NAK_ACCESS;
+	res = &qp->resp.res[qp->resp.res_head++ % qp->resp.nres];
+	res->valid = true;
+	res->opcode = pkt->opcode;
+	res->psn = pkt->psn;
+	res->atomic_orig = orig;
+	qp->resp.msn = (qp->resp.msn + 1) & 0xffffffu;
+	send_atomic_ack(qp, pkt->psn, orig);
+	qp->resp.psn = (pkt->psn + 1) & UR_PSN_MASK;
+	return RESPST_DROP; /* answered; PSN advanced */
+}
+
 static enum resp_state execute(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
+	if (pkt->mask & URM_ATOMIC)
+		return exec_atomic(qp, pkt);
 	if (pkt->mask & URM_READ)
 		return exec_read(qp, pkt);
 	if (pkt->mask & URM_SEND)
@@ -312,6 +380,20 @@ static enum resp_state execute(struct uroce_qp *qp, struct uroce_pkt *pkt)
  * may have lost the responses). */
 static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
+	if (pkt->mask & URM_ATOMIC) {
+		/* answer from the saved result; never execute twice (C9-?) */
+		for (uint32_t i = 0; i < qp->resp.nres; i++) {
+			struct uroce_rd_res *r = &qp->resp.res[i];
+
+			if (r->valid && r->psn == pkt->psn && r->opcode == pkt->opcode) {
+				send_atomic_ack(qp, pkt->psn, r->atomic_orig);
+				return;
+			}
+		}
+		ur_dbg("QP 0x%06x: duplicate atomic psn %u too old to answer",
+		       qp->ibqp.qp_base.qp_num, pkt->psn);
+		return;
+	}
 	if (pkt->mask & URM_READ) {
 		uint32_t len = ur_reth_len(pkt);
 		bool ok;
@@ -335,7 +417,7 @@ void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	/* C10-?: a QP in RESET, INIT or ERR ignores incoming packets */
 	if (qs == IBV_QPS_RESET || qs == IBV_QPS_INIT || qs == IBV_QPS_ERR ||
 	    (pkt->opcode & UR_TR_MASK) != UR_TR_RC) {
-		uroce_count(qp->ctx, rx_drop_state, 1);
+		uroce_qp_count(qp, rx_drop_state, 1);
 		return;
 	}
 	for (;;) {
@@ -371,11 +453,11 @@ void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			return;
 		case RESPST_NAK_PSN_SEQ:
 			qp->resp.nak_sent = true;
-			uroce_count(qp->ctx, naks_tx, 1);
+			uroce_qp_count(qp, naks_tx, 1);
 			send_nak(qp, UR_AETH_NAK | UR_NAK_PSN_SEQ_ERR, qp->resp.psn);
 			return;
 		case RESPST_RNR:
-			uroce_count(qp->ctx, rnr_naks_tx, 1);
+			uroce_qp_count(qp, rnr_naks_tx, 1);
 			send_nak(qp, (uint8_t)(UR_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
 				 pkt->psn);
 			return;
@@ -385,7 +467,7 @@ void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			static const uint8_t code[] = { UR_NAK_INVALID_REQ, UR_NAK_REM_ACCESS_ERR,
 							UR_NAK_REM_OP_ERR };
 
-			uroce_count(qp->ctx, naks_tx, 1);
+			uroce_qp_count(qp, naks_tx, 1);
 			send_nak(qp, UR_AETH_NAK | code[s - RESPST_NAK_INVALID], pkt->psn);
 			/* 9.9.3.1: class B/C/D errors take the responder to ERR */
 			if (qp->resp.have_rwqe)

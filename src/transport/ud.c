@@ -99,6 +99,8 @@ static int ud_send_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 	path.sport = qp->ep->port;
 	path.dport = (uint16_t)(wr->wr.ud.remote_qpn >> 8); /* native: port in the QPN */
 	uroce_pkt_finish(&pkt, &path);
+	uroce_qp_stat(qp, tx_pkts, 1);
+	uroce_qp_stat(qp, tx_bytes, pkt.len);
 	uroce_ep_xmit(qp->ep, &path, pkt.bth, pkt.len);
 	qp->req.psn = (qp->req.psn + 1) & UR_PSN_MASK;
 	send_wc(qp, wr, IBV_WC_SUCCESS);
@@ -162,18 +164,18 @@ void uroce_ud_rcv(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce
 
 	if (qp->init.qp_type != IBV_QPT_UD || (qs != IBV_QPS_RTR && qs != IBV_QPS_RTS &&
 					       qs != IBV_QPS_SQD && qs != IBV_QPS_SQE)) {
-		uroce_count(qp->ctx, rx_drop_state, 1);
+		uroce_qp_count(qp, rx_drop_state, 1);
 		return;
 	}
 	/* C10-?: datagrams whose Q_Key differs from the QP's are dropped */
 	if (ur_deth_qkey(pkt) != qp->attr.qkey) {
 		ur_dbg("QP 0x%06x: drop UD datagram: Q_Key 0x%x != 0x%x", qp->ibqp.qp_base.qp_num,
 		       ur_deth_qkey(pkt), qp->attr.qkey);
-		uroce_count(qp->ctx, rx_drop_state, 1);
+		uroce_qp_count(qp, rx_drop_state, 1);
 		return;
 	}
 	if (!uroce_rq_pop(qp, &rwqe)) {
-		uroce_count(qp->ctx, rx_drop_state, 1); /* no receive posted: dropped */
+		uroce_qp_count(qp, rx_drop_state, 1); /* no receive posted: dropped */
 		return;
 	}
 	build_grh(grh, pkt, ip);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "uroce.h"
+#include "verbs/verbs_ex.h"
 #include "verbs/verbs_ops.h"
 
 static atomic_ullong next_cq_handle = 1;
@@ -107,7 +108,8 @@ static void channel_detach(struct uroce_channel *ch, struct uroce_cq *cq)
 }
 
 static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq_context,
-				  struct ibv_comp_channel *channel, int comp_vector)
+				  struct ibv_comp_channel *channel, int comp_vector,
+				  uint64_t wc_flags, uint32_t create_flags)
 {
 	struct uroce_cq *cq;
 
@@ -143,6 +145,12 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (uroce_cq_ex_init(cq, wc_flags, create_flags)) {
+		free(cq->ring);
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
 	cq->ctx = to_uctx(context);
 	cq->handle = atomic_fetch_add(&next_cq_handle, 1);
 	cq->ibcq.context = context;
@@ -154,6 +162,7 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 	pthread_cond_init(&cq->ibcq.cond, NULL);
 	pthread_mutex_init(&cq->lock, NULL);
 	if (channel && channel_attach(to_uch(channel), cq)) {
+		uroce_cq_ex_fini(cq);
 		free(cq->ring);
 		free(cq);
 		errno = ENOMEM;
@@ -166,7 +175,8 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 UROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
 					  struct ibv_comp_channel *channel, int comp_vector)
 {
-	struct uroce_cq *cq = create_cq(context, cqe, cq_context, channel, comp_vector);
+	struct uroce_cq *cq = create_cq(context, cqe, cq_context, channel, comp_vector,
+					IBV_WC_STANDARD_FLAGS, 0);
 
 	return cq ? ibv_cq_ex_to_cq(&cq->ibcq) : NULL;
 }
@@ -174,11 +184,17 @@ UROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *context,
 				     struct ibv_cq_init_attr_ex *attr)
 {
-	(void)context;
-	(void)attr;
-	ur_dbg("create_cq_ex: not supported yet");
-	errno = EOPNOTSUPP;
-	return NULL;
+	struct uroce_cq *cq;
+	int err = uroce_cq_ex_check(context, attr);
+
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	cq = create_cq(context, (int)attr->cqe, attr->cq_context, attr->channel,
+		       (int)attr->comp_vector, attr->wc_flags,
+		       (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) ? attr->flags : 0);
+	return cq ? &cq->ibcq : NULL;
 }
 
 UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
@@ -201,18 +217,11 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
 	pthread_mutex_unlock(&ibcq->mutex);
 	atomic_fetch_sub(&cq->ctx->ncq, 1);
+	uroce_cq_ex_fini(cq);
 	pthread_mutex_destroy(&cq->lock);
 	free(cq->ring);
 	free(cq);
 	return 0;
-}
-
-UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
-{
-	(void)cq;
-	(void)cqe;
-	ur_dbg("resize_cq: not supported yet");
-	return EOPNOTSUPP;
 }
 
 int uroce_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr)
@@ -250,6 +259,8 @@ void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 		return;
 	}
 	cq->ring[cq->tail] = *wc;
+	if (cq->ts)
+		uroce_cq_stamp(&cq->ts[cq->tail]);
 	cq->tail = (cq->tail + 1) % cq->size;
 	cq->count++;
 	if (cq->armed == 1 || (cq->armed == 2 && (solicited || wc->status != IBV_WC_SUCCESS))) {
@@ -261,16 +272,12 @@ void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 	pthread_mutex_unlock(&cq->lock);
 }
 
-int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+/* An application that polls an empty CQ drives the receive path itself:
+ * no thread wake-up between a packet and its completion, and on a
+ * machine with few cores the spinning thread does useful work.
+ * (ibv_poll_cq and ibv_start_poll; no CQ lock held.) */
+void uroce_cq_drive(struct uroce_cq *cq)
 {
-	struct uroce_cq *cq = to_ucq(ibcq);
-	int n = 0;
-
-	if (num_entries < 0)
-		return -1;
-	/* An application that polls an empty CQ drives the receive path itself:
-	 * no thread wake-up between a packet and its completion, and on a
-	 * machine with few cores the spinning thread does useful work. */
 	if (!__atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
 		int nep = atomic_load(&cq->ctx->nep);
 
@@ -278,6 +285,16 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 		for (int i = 0; i < nep; i++)
 			uroce_ep_poll(cq->ctx->ep[i], 64);
 	}
+}
+
+int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+{
+	struct uroce_cq *cq = to_ucq(ibcq);
+	int n = 0;
+
+	if (num_entries < 0)
+		return -1;
+	uroce_cq_drive(cq);
 	pthread_mutex_lock(&cq->lock);
 	while (n < num_entries && cq->count) {
 		wc[n++] = cq->ring[cq->head];
@@ -344,11 +361,4 @@ UROCE_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 	cq->comp_events_completed += nevents;
 	pthread_cond_signal(&cq->cond);
 	pthread_mutex_unlock(&cq->mutex);
-}
-
-int uroce_query_rt_values(struct ibv_context *context, struct ibv_values_ex *values)
-{
-	(void)context;
-	(void)values;
-	return EOPNOTSUPP;
 }

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "uroce.h"
+#include "net/pcap.h"
+#include "verbs/verbs_ex.h"
 #include "verbs/verbs_ops.h"
 
 #define UROCE_MAX_DEVS 32
@@ -111,7 +113,8 @@ static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 	a->max_res_rd_atom = UROCE_MAX_RD_ATOM * UROCE_MAX_QP;
 	a->max_qp_init_rd_atom = UROCE_MAX_RD_ATOM;
 	a->max_ee_init_rd_atom = 0;
-	a->atomic_cap = IBV_ATOMIC_NONE; /* atomics: not yet (README) */
+	/* CPU atomic instructions on host memory: atomic against everything */
+	a->atomic_cap = IBV_ATOMIC_GLOB;
 	a->max_ee = 0;
 	a->max_rdd = 0;
 	a->max_mw = 0;
@@ -153,6 +156,9 @@ static int uroce_query_device_ex(struct ibv_context *context,
 	memset(&a, 0, sizeof(a));
 	fill_device_attr(to_udev(context), &a.orig_attr);
 	a.phys_port_cnt_ex = 1;
+	/* completion timestamps: CLOCK_MONOTONIC ns, a 1 GHz clock (cq_ex.c) */
+	a.completion_timestamp_mask = UINT64_MAX;
+	a.hca_core_clock = UROCE_HCA_CLOCK_KHZ;
 	memcpy(attr, &a, attr_size < sizeof(a) ? attr_size : sizeof(a));
 	return 0;
 }
@@ -359,6 +365,12 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->wake_epfd = -1;
 	ctx->wake_fd = -1;
 	set_ops(ctx);
+	if (uroce_stats_open(ctx)) {
+		free(ctx);
+		errno = ENOMEM;
+		return NULL;
+	}
+	uroce_pcap_open(ctx);
 
 	if (pipe2(p, O_CLOEXEC))
 		goto err_free;
@@ -379,6 +391,8 @@ err_pipe:
 	close(p[0]);
 	close(p[1]);
 err_free:
+	uroce_pcap_close(ctx);
+	uroce_stats_close(ctx);
 	free(ctx);
 	errno = EMFILE;
 	return NULL;
@@ -392,19 +406,6 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 		return EINVAL;
 	ctx = to_uctx(context);
 	uroce_progress_stop(ctx);
-	ur_info("%s counters: tx %lu pkts %lu B, rx %lu pkts %lu B, acks tx %lu rx %lu, "
-		"naks tx %lu rx %lu, rnr tx %lu rx %lu, retransmits %lu, timeouts %lu, "
-		"duplicates %lu, out-of-seq %lu, drops icrc %lu parse %lu qpn %lu state %lu",
-		context->device->name, atomic_load(&ctx->cnt.tx_pkts),
-		atomic_load(&ctx->cnt.tx_bytes), atomic_load(&ctx->cnt.rx_pkts),
-		atomic_load(&ctx->cnt.rx_bytes), atomic_load(&ctx->cnt.acks_tx),
-		atomic_load(&ctx->cnt.acks_rx), atomic_load(&ctx->cnt.naks_tx),
-		atomic_load(&ctx->cnt.naks_rx), atomic_load(&ctx->cnt.rnr_naks_tx),
-		atomic_load(&ctx->cnt.rnr_naks_rx), atomic_load(&ctx->cnt.retransmits),
-		atomic_load(&ctx->cnt.timeouts), atomic_load(&ctx->cnt.duplicates),
-		atomic_load(&ctx->cnt.out_of_seq), atomic_load(&ctx->cnt.rx_drop_icrc),
-		atomic_load(&ctx->cnt.rx_drop_parse), atomic_load(&ctx->cnt.rx_drop_qpn),
-		atomic_load(&ctx->cnt.rx_drop_state));
 	for (int i = 0; i < ctx->nep; i++)
 		uroce_ep_close(ctx->ep[i]);
 	free(ctx->qps);
@@ -415,6 +416,8 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 	pthread_rwlock_destroy(&ctx->mr_lock);
 	pthread_mutex_destroy(&ctx->lock);
 	pthread_mutex_destroy(&ctx->async_lock);
+	uroce_pcap_close(ctx);
+	uroce_stats_close(ctx); /* logs the counters at info level */
 	free(ctx);
 	return 0;
 }

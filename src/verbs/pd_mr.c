@@ -142,6 +142,33 @@ static bool range_mapped(void *addr, size_t len)
 	return msync((void *)start, end - start, MS_ASYNC) == 0;
 }
 
+/* The access rules of reg_mr and rereg_mr: 0 or an errno value. */
+static int check_access(unsigned int access, const char *verb)
+{
+	if (access & IBV_ACCESS_ON_DEMAND)
+		return ur_dbg("%s: IBV_ACCESS_ON_DEMAND (ODP) is not supported", verb), EOPNOTSUPP;
+	if (access & ~(unsigned int)UROCE_MR_ACCESS)
+		return ur_dbg("%s: unknown access flags 0x%x", verb,
+			      access & ~(unsigned int)UROCE_MR_ACCESS),
+		       EINVAL;
+	/* IBTA 10.6.3.1 / ibv_reg_mr(3): remote write or atomic needs local write */
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IBV_ACCESS_LOCAL_WRITE))
+		return ur_dbg("%s: REMOTE_WRITE/REMOTE_ATOMIC require IBV_ACCESS_LOCAL_WRITE", verb),
+		       EINVAL;
+	return 0;
+}
+
+/* The memory rules of reg_mr and rereg_mr: 0 or an errno value. */
+static int check_range(void *addr, size_t length, const char *verb)
+{
+	if (length == 0 || length > UROCE_MAX_MR_SIZE)
+		return ur_dbg("%s: length %zu outside 1..max_mr_size", verb, length), EINVAL;
+	if (!addr || !range_mapped(addr, length))
+		return ur_dbg("%s: [%p, +%zu) is not mapped memory", verb, addr, length), EFAULT;
+	return 0;
+}
+
 static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 			     unsigned int access)
 {
@@ -153,31 +180,11 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 		return NULL;
 	}
 	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE; /* hints: accepted, ignored */
-	if (access & IBV_ACCESS_ON_DEMAND) {
-		ur_dbg("reg_mr: IBV_ACCESS_ON_DEMAND (ODP) is not supported");
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
-	if (access & ~(unsigned int)UROCE_MR_ACCESS) {
-		ur_dbg("reg_mr: unknown access flags 0x%x", access & ~(unsigned int)UROCE_MR_ACCESS);
-		errno = EINVAL;
-		return NULL;
-	}
-	/* IBTA 10.6.3.1 / ibv_reg_mr(3): remote write or atomic needs local write */
-	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-	    !(access & IBV_ACCESS_LOCAL_WRITE)) {
-		ur_dbg("reg_mr: REMOTE_WRITE/REMOTE_ATOMIC require IBV_ACCESS_LOCAL_WRITE");
-		errno = EINVAL;
-		return NULL;
-	}
-	if (length == 0 || length > UROCE_MAX_MR_SIZE) {
-		ur_dbg("reg_mr: length %zu outside 1..max_mr_size", length);
-		errno = EINVAL;
-		return NULL;
-	}
-	if (!addr || !range_mapped(addr, length)) {
-		ur_dbg("reg_mr: [%p, +%zu) is not mapped memory", addr, length);
-		errno = EFAULT;
+	err = check_access(access, "reg_mr");
+	if (!err)
+		err = check_range(addr, length, "reg_mr");
+	if (err) {
+		errno = err;
 		return NULL;
 	}
 	mr = calloc(1, sizeof(*mr));
@@ -236,18 +243,76 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	return 0;
 }
 
+static int rereg_refused(int err)
+{
+	errno = err;
+	return IBV_REREG_MR_ERR_INPUT;
+}
+
+/* Everything is checked before anything changes, so a failure leaves the
+ * MR as it was and usable: always IBV_REREG_MR_ERR_INPUT ("old MR is
+ * valid"), with errno saying why.  The keys stay (as rxe keeps them). */
 UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr,
 			      size_t length, int access)
 {
-	(void)ibmr;
-	(void)flags;
-	(void)pd;
-	(void)addr;
-	(void)length;
-	(void)access;
-	ur_dbg("rereg_mr: not supported yet");
-	errno = EOPNOTSUPP;
-	return IBV_REREG_MR_ERR_INPUT; /* not modified; the MR stays valid */
+	struct ibv_pd *old_pd;
+	struct uroce_ctx *ctx;
+	struct uroce_mr *mr;
+	unsigned int acc;
+	int err;
+
+	if (!ibmr)
+		return rereg_refused(EINVAL);
+	mr = to_umr(ibmr);
+	ctx = to_uctx(ibmr->context);
+	if (!flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED))
+		return ur_dbg("rereg_mr: flags 0x%x: use IBV_REREG_MR_CHANGE_TRANSLATION, _PD "
+			      "and/or _ACCESS",
+			      flags),
+		       rereg_refused(EINVAL);
+	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length))
+		return ur_dbg("rereg_mr: CHANGE_TRANSLATION needs an address and a length"),
+		       rereg_refused(EINVAL);
+	if (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))
+		return ur_dbg("rereg_mr: access flags given without CHANGE_ACCESS"),
+		       rereg_refused(EINVAL);
+	if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context))
+		return ur_dbg("rereg_mr: CHANGE_PD needs a PD of the MR's context"),
+		       rereg_refused(EINVAL);
+	acc = (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		      ? (unsigned int)access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE
+		      : mr->access;
+	err = check_access(acc, "rereg_mr");
+	if (!err && (flags & IBV_REREG_MR_CHANGE_TRANSLATION))
+		err = check_range(addr, length, "rereg_mr");
+	if (err)
+		return rereg_refused(err);
+
+	/* The write lock waits for every copy into or out of the old range. */
+	pthread_rwlock_wrlock(&ctx->mr_lock);
+	old_pd = ibmr->pd;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		ibmr->addr = addr;
+		ibmr->length = length;
+		mr->length = length;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_PD)
+		ibmr->pd = pd;
+	/* The peer addresses the MR from 0 (ZERO_BASED) or by its new
+	 * address; a plain access change keeps the iova (ibv_reg_mr_iova). */
+	if (acc & IBV_ACCESS_ZERO_BASED)
+		mr->iova = 0;
+	else if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) || (mr->access & IBV_ACCESS_ZERO_BASED))
+		mr->iova = (uint64_t)(uintptr_t)ibmr->addr;
+	mr->access = acc;
+	pthread_rwlock_unlock(&ctx->mr_lock);
+	if (ibmr->pd != old_pd) {
+		atomic_fetch_add(&to_upd(ibmr->pd)->refs, 1);
+		atomic_fetch_sub(&to_upd(old_pd)->refs, 1);
+	}
+	ur_trace("rereg_mr: key 0x%08x flags 0x%x: %p+%zu iova 0x%llx access 0x%x", ibmr->lkey,
+		 flags, ibmr->addr, ibmr->length, (unsigned long long)mr->iova, acc);
+	return 0;
 }
 
 /* Copy between a message offset in a local scatter list and buf.

@@ -10,6 +10,7 @@
 
 #include "uroce.h"
 #include "verbs/qp_rules.h"
+#include "verbs/verbs_ex.h"
 #include "verbs/verbs_ops.h"
 
 static uint32_t pow2_at_least(uint32_t v)
@@ -71,6 +72,8 @@ static int alloc_queues(struct uroce_qp *qp, const struct ibv_qp_cap *cap)
 
 static void free_qp(struct uroce_qp *qp)
 {
+	uroce_stats_qp_del(qp->ctx, qp->stats);
+	uroce_qpx_fini(qp);
 	free(qp->sq.wqe);
 	free(qp->sq.inline_buf);
 	free(qp->rq.wqe);
@@ -91,10 +94,9 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 		errno = EINVAL;
 		return NULL;
 	}
-	if (ia->comp_mask & ~(uint32_t)IBV_QP_INIT_ATTR_PD) {
-		ur_dbg("create_qp_ex: comp_mask 0x%x not supported (send ops / XRC / RSS ...)",
-		       ia->comp_mask);
-		errno = EOPNOTSUPP;
+	err = uroce_qpx_check(ia); /* comp_mask, create_flags, send_ops_flags */
+	if (err) {
+		errno = err;
 		return NULL;
 	}
 	if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UD) {
@@ -134,7 +136,10 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	}
 	pthread_mutex_init(&qp->lock, NULL);
 	qp->ctx = ctx;
+	qp->stats = uroce_stats_qp_add(ctx);
 	err = alloc_queues(qp, &ia->cap);
+	if (!err)
+		err = uroce_qpx_init(qp, ia);
 	if (err)
 		goto err_free;
 
@@ -175,6 +180,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	}
 	b->qp_num = qpn;
 	b->handle = qpn;
+	uroce_stats_qp_update(qp);
 	err = uroce_progress_add_qp(ctx, qp);
 	if (err) {
 		uroce_ep_put(ctx, qp);
@@ -244,14 +250,6 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		atomic_fetch_sub(&to_usrq(ibqp->srq)->refs, 1);
 	free_qp(qp);
 	return 0;
-}
-
-UROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
-{
-	(void)qp;
-	/* The ibv_wr_* send API is not implemented yet. */
-	errno = EOPNOTSUPP;
-	return NULL;
 }
 
 UROCE_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
@@ -394,6 +392,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, in
 	qp = to_uqp(ibqp);
 	pthread_mutex_lock(&qp->lock);
 	err = modify_qp(qp, attr, attr_mask);
+	uroce_stats_qp_update(qp);
 	pthread_mutex_unlock(&qp->lock);
 	return err;
 }
@@ -436,6 +435,14 @@ static int prepare_swqe(struct uroce_qp *qp, const struct ibv_send_wr *wr, struc
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_RDMA_READ:
 		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		/* IBTA 10.8.3.x: the local buffer of an atomic is 8 bytes */
+		if (wr->num_sge != 1 || wr->sg_list[0].length != 8)
+			return ur_dbg("post_send: an atomic needs one 8-byte SGE"), EINVAL;
+		if (wr->send_flags & IBV_SEND_INLINE)
+			return ur_dbg("post_send: IBV_SEND_INLINE is invalid for atomics"), EINVAL;
+		break;
 	default:
 		return ur_dbg("post_send: opcode %d not supported on RC yet", wr->opcode), EINVAL;
 	}
@@ -456,8 +463,15 @@ static int prepare_swqe(struct uroce_qp *qp, const struct ibv_send_wr *wr, struc
 	w->send_flags = wr->send_flags;
 	w->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 	w->imm_data = wr->imm_data;
-	w->remote_addr = wr->wr.rdma.remote_addr;
-	w->rkey = wr->wr.rdma.rkey;
+	if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		w->remote_addr = wr->wr.atomic.remote_addr;
+		w->rkey = wr->wr.atomic.rkey;
+		w->compare_add = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+	} else {
+		w->remote_addr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+	}
 	w->length = (uint32_t)total;
 	w->state = UROCE_WQE_POSTED;
 	w->status = IBV_WC_SUCCESS;
@@ -491,12 +505,17 @@ static int prepare_swqe(struct uroce_qp *qp, const struct ibv_send_wr *wr, struc
 	return 0;
 }
 
-int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+/* all_or_none: on an error, take back the WQEs this call queued (they are
+ * not sent before the requester runs below, under the same lock). */
+static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr,
+		     bool all_or_none)
 {
 	struct uroce_qp *qp = to_uqp(ibqp);
+	uint32_t head0;
 	int err = 0;
 
 	pthread_mutex_lock(&qp->lock);
+	head0 = qp->sq.head;
 	if (qp->attr.qp_state < IBV_QPS_RTS) {
 		ur_dbg("post_send: QP 0x%06x is in %s; sends need RTS", ibqp->qp_num,
 		       uroce_qp_state_name(qp->attr.qp_state));
@@ -523,8 +542,11 @@ int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send
 			break;
 		qp->sq.head++;
 	}
-	if (err)
+	if (err) {
 		*bad_wr = wr;
+		if (all_or_none)
+			qp->sq.head = head0;
+	}
 	if (qp->attr.qp_state == IBV_QPS_ERR)
 		uroce_qp_flush(qp);
 	else
@@ -532,6 +554,16 @@ int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send
 out:
 	pthread_mutex_unlock(&qp->lock);
 	return err;
+}
+
+int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+{
+	return post_send(ibqp, wr, bad_wr, false);
+}
+
+int uroce_post_send_all(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+{
+	return post_send(ibqp, wr, bad_wr, true);
 }
 
 int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
@@ -629,6 +661,7 @@ void uroce_qp_error(struct uroce_qp *qp)
 	       uroce_qp_state_name(qp->attr.qp_state));
 	qp->attr.qp_state = IBV_QPS_ERR;
 	qp->ibqp.qp_base.state = IBV_QPS_ERR;
+	uroce_stats_qp_update(qp);
 	uroce_qp_flush(qp);
 	/* IBTA 11.6.3.1 (o11-5.2.?): a QP on an SRQ reports its last WQE */
 	if (qp->ibqp.qp_base.srq)

@@ -218,9 +218,19 @@ static bool do_batch(struct harness *h, const struct bop *ops, int n, uint64_t s
 			   end - LOCAL_BASE + GUARD)) {
 			uint32_t k = LOCAL_BASE - GUARD;
 
+			int m = 0;
+
 			while (h->s[s].buf[k] == img[s][k])
 				k++;
-			CHECK(0, "batch: side %c differs at offset %u", 'A' + s, k);
+			while (m + 1 < n && off[m + 1] <= k)
+				m++;
+			CHECK(0, "batch: side %c differs at offset %u: message %d/%d (%s, %u B) + %d: %02x, want %02x",
+			      'A' + s, k, m, n, op_name(ops[m].op), ops[m].size, (int)(k - off[m]),
+			      h->s[s].buf[k], img[s][k]);
+			if (getenv("RC_DEBUG"))
+				for (int q = 0; q < n; q++)
+					if (memcmp(h->s[s].buf + off[q], img[s] + off[q], ops[q].size))
+						printf("   msg %d %s %u differs\n", q, op_name(ops[q].op), ops[q].size);
 		} else {
 			passed++;
 		}
