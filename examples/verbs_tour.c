@@ -65,6 +65,12 @@
 #define CONNECT_TIMEOUT_MS    20000
 #define SOCKET_TIMEOUT_S      60
 
+/*
+ * Access rights of our memory region: the device may write it locally (to
+ * place received data), and the peer may write and read it remotely.
+ */
+#define MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+
 /* The 32-bit value carried by the RDMA WRITE WITH IMMEDIATE. */
 #define IMM_VALUE 0x5eed1234u
 
@@ -235,6 +241,22 @@ static int mtu_bytes(enum ibv_mtu mtu)
 		return 4096;
 	}
 	return 0;
+}
+
+static const char *port_state_str(enum ibv_port_state state)
+{
+	switch (state) {
+	case IBV_PORT_DOWN:
+		return "PORT_DOWN";
+	case IBV_PORT_INIT:
+		return "PORT_INIT";
+	case IBV_PORT_ARMED:
+		return "PORT_ARMED";
+	case IBV_PORT_ACTIVE:
+		return "PORT_ACTIVE";
+	default:
+		return "other";
+	}
 }
 
 static const char *link_layer_str(uint8_t link_layer)
@@ -681,7 +703,7 @@ static int step_query_port(struct tour *t)
 	if (rc)
 		return fail(t, "ibv_query_port", rc);
 	show(t, "state %s, link layer %s, active MTU %d (max %d), LID 0x%x",
-	     ibv_port_state_str(p->state), link_layer_str(p->link_layer), mtu_bytes(p->active_mtu),
+	     port_state_str(p->state), link_layer_str(p->link_layer), mtu_bytes(p->active_mtu),
 	     mtu_bytes(p->max_mtu), p->lid);
 	show(t, "GID table length %d, max message size %u", p->gid_tbl_len, p->max_msg_sz);
 	why(t, "on RoCE the link layer is Ethernet and the LID is unused: peers are addressed "
@@ -803,7 +825,6 @@ static int step_create_qp(struct tour *t)
 
 static int step_reg_mr(struct tour *t)
 {
-	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	long page = sysconf(_SC_PAGESIZE);
 	void *p;
 	int rc;
@@ -830,7 +851,7 @@ static int step_reg_mr(struct tour *t)
 
 	why(t, "the device reads and writes memory directly, so memory must be registered "
 	       "first: it is pinned and the device gets its address translation");
-	t->mr = ibv_reg_mr(t->pd, t->buf, t->buf_len, access);
+	t->mr = ibv_reg_mr(t->pd, t->buf, t->buf_len, MR_ACCESS);
 	if (!t->mr)
 		return fail(t, "ibv_reg_mr", errno);
 	show(t, "MR at %p, length %zu, lkey 0x%08x, rkey 0x%08x", t->mr->addr, t->mr->length,

@@ -149,6 +149,12 @@ struct uroce_ctx {
 	int async_wr_fd; /* write end; context.async_fd is the read end */
 	pthread_mutex_t async_lock;
 
+	/* UD multicast (src/net/mcast.c) */
+	pthread_mutex_t mcast_lock;
+	struct uroce_ep *mcast_ep; /* UDP 4791, SO_REUSEADDR, joined groups */
+	struct uroce_mcast_att *mcast;
+	int nmcast, mcast_cap;
+
 	atomic_uint npd, ncq, nqp_total;
 	struct uroce_counters *cnt; /* in the stats file (src/core/stats.c) */
 	struct uroce_stats *stats;
@@ -388,6 +394,19 @@ static inline struct uroce_ah *to_uah(struct ibv_ah *a) { return container_of(a,
 int uroce_av_resolve(struct uroce_dev *d, const struct ibv_ah_attr *ah, struct uroce_ipinfo *path,
 		     char *why, size_t why_len);
 
+/* ---- UD multicast (src/net/mcast.c) ---- */
+#define UROCE_MCAST_QPN 0xffffffu
+struct uroce_mcast_att {
+	struct in_addr group;
+	struct uroce_qp *qp;
+};
+/* Deliver a datagram sent to the multicast QPN to every attached QP
+ * (rx_lock held, no QP lock). */
+void uroce_mcast_deliver(struct uroce_ctx *ctx, struct uroce_pkt *pkt,
+			 const struct uroce_ipinfo *ip);
+void uroce_mcast_detach_all(struct uroce_qp *qp);
+bool uroce_gid_is_mcast(const union ibv_gid *gid, struct in_addr *group);
+
 /* ---- UD transport (src/transport/ud.c), qp->lock held ---- */
 int uroce_ud_post_send(struct uroce_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
 void uroce_ud_rcv(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip);
@@ -396,6 +415,8 @@ void uroce_ud_rcv(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce
 uint64_t uroce_now_ns(void);
 
 /* endpoint */
+struct uroce_ep *uroce_ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint16_t port,
+			       bool reuse);
 struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn);
 void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp);
 int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len);

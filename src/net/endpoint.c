@@ -50,9 +50,13 @@ static void set_bufsz(int fd, int opt_force, int opt)
 		setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v));
 }
 
-static struct uroce_ep *ep_open(struct uroce_ctx *ctx)
+/* Open an endpoint bound to addr:port (port 0: ephemeral); reuse allows
+ * several sockets on one port (multicast receivers). */
+struct uroce_ep *uroce_ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint16_t port,
+			       bool reuse)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = addr,
+				  .sin_port = htons(port) };
 	socklen_t sl = sizeof(sa);
 	struct uroce_ep *ep;
 	int one = 1, pmtu = IP_PMTUDISC_DO;
@@ -77,6 +81,10 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx)
 	}
 	set_bufsz(ep->fd, SO_RCVBUFFORCE, SO_RCVBUF);
 	set_bufsz(ep->fd, SO_SNDBUFFORCE, SO_SNDBUF);
+	if (reuse && setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one))) {
+		ur_err("setsockopt(SO_REUSEADDR): %s", strerror(errno));
+		goto err_close;
+	}
 	if (bind(ep->fd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    getsockname(ep->fd, (struct sockaddr *)&sa, &sl)) {
 		ur_err("bind: %s", strerror(errno));
@@ -128,7 +136,7 @@ struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32
 	if (!ep) {
 		if (ctx->nep >= (int)(sizeof(ctx->ep) / sizeof(ctx->ep[0])))
 			return NULL;
-		ep = ep_open(ctx);
+		ep = uroce_ep_open(ctx, (struct in_addr){ INADDR_ANY }, 0, false);
 		if (!ep)
 			return NULL;
 		ctx->ep[ctx->nep] = ep;
@@ -181,6 +189,10 @@ static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
 	struct in_pktinfo pi = { .ipi_spec_dst = ip->src.v4 };
 
+	/* multicast leaves through the device's own interface */
+	if (IN_MULTICAST(ntohl(ip->dst.v4.s_addr)))
+		pi.ipi_ifindex = ep->ctx->dev->ifindex;
+
 	cm->cmsg_level = IPPROTO_IP;
 	cm->cmsg_type = IP_PKTINFO;
 	cm->cmsg_len = CMSG_LEN(sizeof(pi));
@@ -222,6 +234,10 @@ static void deliver(struct uroce_ep *ep, uint8_t *data, size_t len, const struct
 		/* IBTA C9-?: a packet with a bad ICRC is silently dropped */
 		ur_dbg("drop %s psn %u: bad ICRC", uroce_opcode_name(pkt.opcode), pkt.psn);
 		uroce_count(ctx, rx_drop_icrc, 1);
+		return;
+	}
+	if (pkt.qpn == UROCE_MCAST_QPN && (pkt.opcode & UR_TR_MASK) == UR_TR_UD) {
+		uroce_mcast_deliver(ctx, &pkt, &ip);
 		return;
 	}
 	if ((pkt.qpn >> 8) != ep->port || !(qp = ep->slot[pkt.qpn & 0xff])) {

@@ -97,7 +97,9 @@ static int ud_send_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 	}
 	path = ah->path;
 	path.sport = qp->ep->port;
-	path.dport = (uint16_t)(wr->wr.ud.remote_qpn >> 8); /* native: port in the QPN */
+	/* native addressing: the UDP port is in the QPN; multicast goes to 4791 */
+	path.dport = wr->wr.ud.remote_qpn == UROCE_MCAST_QPN ? UR_ROCE_PORT
+							     : (uint16_t)(wr->wr.ud.remote_qpn >> 8);
 	uroce_pkt_finish(&pkt, &path);
 	uroce_qp_stat(qp, tx_pkts, 1);
 	uroce_qp_stat(qp, tx_bytes, pkt.len);

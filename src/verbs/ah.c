@@ -38,6 +38,15 @@ int uroce_av_resolve(struct uroce_dev *d, const struct ibv_ah_attr *ah, struct u
 		return EINVAL;
 	}
 	sg = &d->gid[ah->grh.sgid_index];
+	if (sg->family == AF_INET && uroce_gid_is_mcast(&ah->grh.dgid, &path->dst.v4)) {
+		struct in_addr g = path->dst.v4;
+
+		memset(path, 0, sizeof(*path));
+		path->family = AF_INET;
+		path->src.v4 = sg->addr.v4;
+		path->dst.v4 = g;
+		return 0;
+	}
 	if (sg->family != AF_INET || memcmp(ah->grh.dgid.raw, v4_prefix, 12)) {
 		snprintf(why, len,
 			 "only IPv4 (IPv4-mapped, ::ffff:a.b.c.d) GIDs carry traffic yet; "

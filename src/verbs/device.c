@@ -120,9 +120,9 @@ static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 	a->max_mw = 0;
 	a->max_raw_ipv6_qp = 0;
 	a->max_raw_ethy_qp = 0;
-	a->max_mcast_grp = 0;
-	a->max_mcast_qp_attach = 0;
-	a->max_total_mcast_qp_attach = 0;
+	a->max_mcast_grp = 1024;
+	a->max_mcast_qp_attach = 1024;
+	a->max_total_mcast_qp_attach = 1024 * 1024;
 	a->max_ah = 0;
 	a->max_fmr = 0;
 	a->max_map_per_fmr = 0;
@@ -360,6 +360,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	pthread_mutex_init(&ctx->vctx.context.mutex, NULL);
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_mutex_init(&ctx->async_lock, NULL);
+	pthread_mutex_init(&ctx->mcast_lock, NULL);
 	pthread_rwlock_init(&ctx->mr_lock, NULL);
 	ctx->epfd = -1;
 	ctx->wake_epfd = -1;
@@ -409,6 +410,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 	for (int i = 0; i < ctx->nep; i++)
 		uroce_ep_close(ctx->ep[i]);
 	free(ctx->qps);
+	free(ctx->mcast);
 	free(ctx->mr_tab);
 	close(ctx->vctx.context.async_fd);
 	close(ctx->async_wr_fd);

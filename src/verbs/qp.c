@@ -195,7 +195,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	atomic_fetch_add(&to_ucq(ia->recv_cq)->refs, 1);
 	if (ia->srq)
 		atomic_fetch_add(&to_usrq(ia->srq)->refs, 1);
-	ur_dbg("create_qp: RC QPN 0x%06x (UDP port %u slot %u)", qpn, qpn >> 8, qpn & 0xff);
+	ur_dbg("create_qp: %s QPN 0x%06x (UDP port %u slot %u)",
+	       ia->qp_type == IBV_QPT_UD ? "UD" : "RC", qpn, qpn >> 8, qpn & 0xff);
 	return b;
 
 err_free:
@@ -232,6 +233,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		return EINVAL;
 	qp = to_uqp(ibqp);
 	ctx = qp->ctx;
+	uroce_mcast_detach_all(qp);
 	pthread_mutex_lock(&ctx->lock);
 	uroce_ep_put(ctx, qp); /* no packet reaches the QP after this */
 	uroce_progress_del_qp(ctx, qp);
@@ -495,6 +497,9 @@ static int prepare_swqe(struct uroce_qp *qp, const struct ibv_send_wr *wr, struc
 		w->inline_data = inline_slot;
 		w->num_sge = 0;
 	} else {
+		/* the memset above stops at sg[]: a slot last used by an
+		 * inline WR would otherwise send that WR's bytes again */
+		w->inline_data = NULL;
 		w->num_sge = wr->num_sge;
 		for (int i = 0; i < wr->num_sge; i++) {
 			w->sg[i].addr = wr->sg_list[i].addr;

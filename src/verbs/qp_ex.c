@@ -508,8 +508,9 @@ int uroce_qpx_check(const struct ibv_qp_init_attr_ex *ia)
 	/* ibv_wr_post(3): "If the QP does not support all the requested work
 	 * request types then QP creation will fail." */
 	if (ia->send_ops_flags & ~ops)
-		return ur_dbg("create_qp_ex: send_ops_flags 0x%llx not supported on this QP type "
-			      "(%d)",
+		return ur_dbg("create_qp_ex: send_ops_flags 0x%llx not supported on QP type %d "
+			      "(RC: SEND, SEND_WITH_IMM, RDMA_WRITE(_WITH_IMM), RDMA_READ, "
+			      "ATOMIC_CMP_AND_SWP/FETCH_AND_ADD; UD: SEND, SEND_WITH_IMM)",
 			      (unsigned long long)(ia->send_ops_flags & ~ops), ia->qp_type),
 		       EOPNOTSUPP;
 	return 0;

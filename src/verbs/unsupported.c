@@ -8,24 +8,6 @@
 
 #define NOT_YET(what) ur_dbg("%s: not supported by uroce yet", what)
 
-UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp;
-	(void)gid;
-	(void)lid;
-	NOT_YET("attach_mcast");
-	return EOPNOTSUPP;
-}
-
-UROCE_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp;
-	(void)gid;
-	(void)lid;
-	NOT_YET("detach_mcast");
-	return EOPNOTSUPP;
-}
-
 struct ibv_mw *uroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
 	(void)pd;

@@ -105,7 +105,7 @@ first_device() {
 
 # Each test has its own block of ports, so ctest -j runs them side by side;
 # the sanitized build gets other blocks, so both builds may test at once.
-declare -A PORT_BASE=([tour]=18610 [rc_pingpong]=18640 [lib]=18690)
+declare -A PORT_BASE=([tour]=18610 [rc_pingpong]=18640 [lib]=18690 [rc_pingpong_new_api]=18500 [pcap]=18540 [stat]=18570)
 NEXT_PORT=$((${PORT_BASE[$TEST_NAME]:-18700} + (UROCE_SANITIZE == 1 ? 200 : 0)))
 PORT_LIMIT=$((NEXT_PORT + 30))
 

@@ -99,157 +99,6 @@ static void test_inline(struct harness *h, uint64_t *seed)
 	}
 }
 
-/* ---- batches: many WRs in one post ---- */
-
-struct bop {
-	enum ibv_wr_opcode op;
-	uint32_t size;
-	bool signaled;
-};
-
-/* Post ops[0..n) as one chain (B's receives first, plus `spare` receives
- * that must stay unused), wait for the completions, verify all data and the
- * bytes between messages.  Returns true on success. */
-static bool do_batch(struct harness *h, const struct bop *ops, int n, uint64_t seed, int spare)
-{
-	struct side *a = &h->s[0], *b = &h->s[1];
-	struct ibv_send_wr *wr = calloc((size_t)n, sizeof(*wr)), *bad;
-	struct ibv_sge *sge = calloc((size_t)n, sizeof(*sge));
-	struct ibv_recv_wr *rwr = calloc((size_t)(n + spare), sizeof(*rwr)), *rbad;
-	struct ibv_sge *rsge = calloc((size_t)(n + spare), sizeof(*rsge));
-	struct ibv_wc *swc = calloc((size_t)n, sizeof(*swc)), *rwc = calloc((size_t)n, sizeof(*rwc));
-	uint32_t *off = calloc((size_t)n, sizeof(*off));
-	uint8_t *img[2] = { malloc(BUF_SIZE), malloc(BUF_SIZE) };
-	unsigned int f0 = failed;
-	uint32_t pos = LOCAL_BASE, end;
-	int nsig = 0, nrecv = 0, err;
-
-	/* message i: A's [off, off+size) and B's same range, 64-byte gaps */
-	for (int i = 0; i < n; i++) {
-		off[i] = pos;
-		pos += ops[i].size + GUARD;
-	}
-	end = pos;
-	if (end > BUF_SIZE) {
-		CHECK(0, "batch too large");
-		goto out;
-	}
-	for (int s = 0; s < 2; s++) {
-		fill_pattern(h->s[s].buf + LOCAL_BASE - GUARD, end - LOCAL_BASE + GUARD,
-			     seed ^ (0x77u + (unsigned int)s));
-		memcpy(img[s], h->s[s].buf, end);
-	}
-	for (int i = 0; i < n; i++) {
-		bool read = ops[i].op == IBV_WR_RDMA_READ;
-		int from = read ? 1 : 0;
-
-		fill_pattern(h->s[from].buf + off[i], ops[i].size, seed + (uint64_t)i);
-		memcpy(img[0] + off[i], h->s[from].buf + off[i], ops[i].size);
-		memcpy(img[1] + off[i], h->s[from].buf + off[i], ops[i].size);
-
-		sge[i].addr = (uintptr_t)(a->buf + off[i]);
-		sge[i].length = ops[i].size;
-		sge[i].lkey = a->mr->lkey;
-		wr[i].wr_id = (uint64_t)i;
-		wr[i].opcode = ops[i].op;
-		wr[i].sg_list = &sge[i];
-		wr[i].num_sge = 1;
-		wr[i].send_flags = ops[i].signaled ? IBV_SEND_SIGNALED : 0;
-		wr[i].imm_data = htobe32((uint32_t)i);
-		wr[i].wr.rdma.remote_addr = (uintptr_t)(b->buf + off[i]);
-		wr[i].wr.rdma.rkey = b->mr->rkey;
-		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
-		nsig += ops[i].signaled;
-		if (op_has_recv(ops[i].op)) {
-			rsge[nrecv] = (struct ibv_sge){ .addr = (uintptr_t)(b->buf + off[i]),
-							.length = ops[i].size,
-							.lkey = b->mr->lkey };
-			rwr[nrecv].wr_id = (uint64_t)i;
-			rwr[nrecv].sg_list = &rsge[nrecv];
-			rwr[nrecv].num_sge = ops[i].op == IBV_WR_RDMA_WRITE_WITH_IMM ? 0 : 1;
-			nrecv++;
-		}
-	}
-	for (int i = 0; i < nrecv + spare; i++) {
-		if (i >= nrecv) { /* spare: must never be consumed */
-			rwr[i].wr_id = 0xbadull << 32 | (uint64_t)i;
-			rwr[i].num_sge = 0;
-		}
-		rwr[i].next = i + 1 < nrecv + spare ? &rwr[i + 1] : NULL;
-	}
-	if (nrecv + spare) {
-		err = ibv_post_recv(b->qp, rwr, &rbad);
-		CHECK(!err, "batch post_recv: %s", strerror(err));
-		if (err)
-			goto out;
-	}
-	err = ibv_post_send(a->qp, wr, &bad);
-	CHECK(!err, "batch of %d: post_send: %s", n, strerror(err));
-	if (err)
-		goto out;
-	if (wait_wc2(a->scq, swc, nsig, b->rcq, rwc, nrecv, WAIT_MS)) {
-		CHECK(0, "batch of %d: completions missing", n);
-		goto out;
-	}
-	for (int i = 0, k = 0; i < n; i++) {
-		if (!ops[i].signaled)
-			continue;
-		CHECK(swc[k].status == IBV_WC_SUCCESS && swc[k].wr_id == (uint64_t)i &&
-			      swc[k].opcode == op_wc(ops[i].op),
-		      "batch send wc %d: wr_id %llu status %s opcode %d (want %d %s)", k,
-		      (unsigned long long)swc[k].wr_id, ibv_wc_status_str(swc[k].status),
-		      swc[k].opcode, i, op_name(ops[i].op));
-		k++;
-	}
-	for (int i = 0, k = 0; i < n; i++) {
-		if (!op_has_recv(ops[i].op))
-			continue;
-		CHECK(rwc[k].status == IBV_WC_SUCCESS && rwc[k].wr_id == (uint64_t)i &&
-			      rwc[k].byte_len == ops[i].size &&
-			      rwc[k].src_qp == a->qp->qp_num &&
-			      (!op_has_imm(ops[i].op) || rwc[k].imm_data == htobe32((uint32_t)i)),
-		      "batch recv wc %d: wr_id %llu status %s len %u (want %d %s %u)", k,
-		      (unsigned long long)rwc[k].wr_id, ibv_wc_status_str(rwc[k].status),
-		      rwc[k].byte_len, i, op_name(ops[i].op), ops[i].size);
-		k++;
-	}
-	for (int s = 0; s < 2; s++)
-		if (memcmp(h->s[s].buf + LOCAL_BASE - GUARD, img[s] + LOCAL_BASE - GUARD,
-			   end - LOCAL_BASE + GUARD)) {
-			uint32_t k = LOCAL_BASE - GUARD;
-
-			int m = 0;
-
-			while (h->s[s].buf[k] == img[s][k])
-				k++;
-			while (m + 1 < n && off[m + 1] <= k)
-				m++;
-			CHECK(0, "batch: side %c differs at offset %u: message %d/%d (%s, %u B) + %d: %02x, want %02x",
-			      'A' + s, k, m, n, op_name(ops[m].op), ops[m].size, (int)(k - off[m]),
-			      h->s[s].buf[k], img[s][k]);
-			if (getenv("RC_DEBUG"))
-				for (int q = 0; q < n; q++)
-					if (memcmp(h->s[s].buf + off[q], img[s] + off[q], ops[q].size))
-						printf("   msg %d %s %u differs\n", q, op_name(ops[q].op), ops[q].size);
-		} else {
-			passed++;
-		}
-	/* exactly once: nothing more arrives, the spare receives stay */
-	usleep(2000);
-	CHECK(stray_wcs(h) == 0, "batch: unexpected completions");
-out:
-	free(wr);
-	free(sge);
-	free(rwr);
-	free(rsge);
-	free(swc);
-	free(rwc);
-	free(off);
-	free(img[0]);
-	free(img[1]);
-	return failed == f0;
-}
-
 static void test_unsignaled(struct harness *h, uint64_t *seed)
 {
 	int n = (int)h->o.max_send_wr;
@@ -291,8 +140,13 @@ static void test_data(struct harness *h)
 {
 	uint64_t seed = 1000;
 
+	const char *only = getenv("RC_MTU"); /* debugging: one MTU (bytes) */
+
 	for (int m = 0; m < HARNESS_MTUS; m++) {
 		struct pair_opts o = default_opts(all_mtus[m]);
+
+		if (only && atoi(only) != 128 << all_mtus[m])
+			continue;
 		unsigned int f0 = failed;
 		double t0 = now_s();
 
@@ -567,13 +421,17 @@ static void test_rnr(struct harness *h)
 		unsigned long rx0, tx0;
 
 		o.rnr_retry = (uint8_t)n;
+		/* a retransmission timeout before the RNR NAK arrives (a loaded
+		 * machine) would make B NAK a duplicate too: A drops that one
+		 * (its PSN is not outstanding any more), B counts it */
+		o.timeout = 14;
 		pair_create(h, &o);
 		rx0 = CNT(h, 0, rnr_naks_rx);
 		tx0 = CNT(h, 1, rnr_naks_tx);
 		if (expect_one(h, "SEND without a receive", IBV_WR_SEND, a->buf, 64, a->mr->lkey, 0,
 			       0, IBV_WC_RNR_RETRY_EXC_ERR)) {
 			CHECK(CNT(h, 0, rnr_naks_rx) - rx0 == (unsigned long)n + 1 &&
-				      CNT(h, 1, rnr_naks_tx) - tx0 == (unsigned long)n + 1,
+				      CNT(h, 1, rnr_naks_tx) - tx0 >= (unsigned long)n + 1,
 			      "rnr_retry %d: %lu RNR NAKs received, %lu sent", n,
 			      CNT(h, 0, rnr_naks_rx) - rx0, CNT(h, 1, rnr_naks_tx) - tx0);
 			CHECK(qp_state(a->qp) == IBV_QPS_ERR, "requester after RNR_RETRY_EXC_ERR");
