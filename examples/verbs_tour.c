@@ -1,4 +1,3 @@
-// SPDX-License-Identifier: MIT
 /*
  * verbs_tour.c - a guided tour of the RDMA verbs API, one step at a time.
  *
@@ -583,13 +582,15 @@ static int wait_completion(struct tour *t, struct ibv_wc *wc, enum wr_id id,
 		if (n == 1)
 			break;
 		if (now_ms() > deadline)
-			return problem(t, "no completion for wr_id %d within %d ms", id,
-				       COMPLETION_TIMEOUT_MS);
+			return problem(t, "no completion for wr_id %d within %d ms%s", id,
+				       COMPLETION_TIMEOUT_MS,
+				       t->channel ? " (and no completion event)" : "");
 		if (t->channel) {
-			if (wait_for_cq_event(t, 100))
+			/* Nothing yet: sleep until the device raises an event. */
+			if (wait_for_cq_event(t, (int)(deadline - now_ms()) + 1))
 				return -1;
 		} else {
-			sched_yield();
+			sched_yield(); /* busy polling; be nice to other threads */
 		}
 	}
 

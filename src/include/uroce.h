@@ -265,6 +265,7 @@ struct uroce_swqe {
 	uint64_t atomic_orig;
 	struct uroce_sge sg[UROCE_MAX_SGE];
 	uint8_t *inline_data; /* when IBV_SEND_INLINE: copy of the data */
+	uint32_t xrc_srqn;    /* XRC: the remote SRQ (XRCETH) */
 };
 
 struct uroce_rwqe {
@@ -312,6 +313,8 @@ struct uroce_qp {
 	struct uroce_ipinfo path; /* addresses and ports for outgoing packets */
 	uint32_t mtu;		  /* path MTU in bytes */
 	bool sq_sig_all;
+	uint8_t tr;		/* transport class of its opcodes: UR_TR_RC/UC/UD/XRC */
+	struct ibv_xrcd *xrcd;	/* XRC_RECV: its domain */
 	struct uroce_sq sq;
 	struct uroce_rq rq;
 	/* ibv_wr_* batch (src/verbs/qp_ex.c); NULL unless created with
@@ -357,6 +360,8 @@ struct uroce_qp {
 		uint32_t ack_psn;
 		uint8_t ack_syn;
 		int rnr_timer;
+		bool drop_msg;		 /* UC: drop the rest of a damaged message */
+		struct ibv_srq *xsrq;	 /* XRC: the SRQ named by this packet's XRCETH */
 	} resp;
 };
 static inline struct uroce_qp *to_uqp(struct ibv_qp *q) { return container_of((struct ibv_qp_ex *)q, struct uroce_qp, ibqp); }
@@ -379,6 +384,13 @@ static inline struct uroce_srq *to_usrq(struct ibv_srq *s) { return container_of
 /* Take the next receive WQE for qp (from its SRQ if it has one).  False when
  * none is posted.  qp->lock held. */
 bool uroce_rq_pop(struct uroce_qp *qp, struct uroce_rwqe *out);
+struct ibv_srq *uroce_xrc_srq_find(struct uroce_ctx *ctx, uint32_t srqn, struct ibv_xrcd *xrcd);
+
+/* ---- XRC domains (src/verbs/xrcd.c) ---- */
+void uroce_xrcd_get(struct ibv_xrcd *xrcd);
+bool uroce_xrcd_same(struct ibv_xrcd *a, struct ibv_xrcd *b);
+void uroce_xrcd_put(struct ibv_xrcd *xrcd);
+const char *uroce_qp_type_name(enum ibv_qp_type t);
 bool uroce_rq_empty(struct uroce_qp *qp);
 
 /* ---- address handles (src/verbs/ah.c) ---- */

@@ -129,6 +129,14 @@ static struct uroce_swqe *wqe_for_psn(struct uroce_qp *qp, uint32_t psn)
 		    ur_psn_diff(psn, w->last_psn) <= 0)
 			return w;
 	}
+	/* the WQE being sent: a READ asked for chunk by chunk, or a message
+	 * longer than the window */
+	if (qp->sq.req != qp->sq.head && qp->req.offset) {
+		struct uroce_swqe *w = swqe(qp, qp->sq.req);
+
+		if (ur_psn_diff(psn, w->first_psn) >= 0 && ur_psn_diff(psn, qp->req.psn) < 0)
+			return w;
+	}
 	return NULL;
 }
 
@@ -138,11 +146,15 @@ static void fail_at(struct uroce_qp *qp, uint32_t psn, enum ibv_wc_status st)
 
 	ack_upto(qp, (psn - 1) & UR_PSN_MASK);
 	w = wqe_for_psn(qp, psn);
-	if (!w)
+	if (!w && qp->sq.tail != qp->sq.req)
 		w = swqe(qp, qp->sq.tail);
-	if (qp->sq.tail == qp->sq.req) {
+	if (!w) {
 		uroce_qp_error(qp);
 		return;
+	}
+	if (w == swqe(qp, qp->sq.req)) { /* failed while still being sent */
+		qp->sq.req++;
+		qp->req.offset = 0;
 	}
 	ur_dbg("QP 0x%06x: WQE %llu failed remotely: %s", qp->ibqp.qp_base.qp_num,
 	       (unsigned long long)w->wr_id, ibv_wc_status_str(st));
@@ -161,7 +173,7 @@ static enum comp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return COMPST_READ;
 	if (pkt->mask & URM_ATOMIC)
 		return COMPST_ATOMIC;
-	if (pkt->opcode != UR_OPC_ACK)
+	if ((pkt->opcode & ~UR_TR_MASK) != UR_OPC_ACK)
 		return COMPST_DROP;
 	/* IBTA 9.7.5.1.1 / 9.7.5.2: an ACK or NAK for a PSN older than the
 	 * oldest unacknowledged one is a duplicate or a late (reordered)
@@ -209,11 +221,13 @@ static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (pkt->psn == w->first_psn)
 		ack_upto(qp, (w->first_psn - 1) & UR_PSN_MASK);
 
+	/* Every response but the READ's last carries a full MTU; a chunk's
+	 * last (RESPONSE_LAST/ONLY) may end before the message does. */
 	off = (uint32_t)ur_psn_diff(pkt->psn, w->first_psn) * qp->mtu;
 	if (off + pkt->paylen > w->length ||
-	    (!(pkt->mask & URM_END) && pkt->paylen != qp->mtu) ||
-	    ((pkt->mask & URM_END) && off + pkt->paylen != w->length) ||
-	    ((pkt->mask & URM_END) && pkt->psn != w->last_psn)) {
+	    (pkt->psn != w->last_psn && pkt->paylen != qp->mtu) ||
+	    (pkt->psn == w->last_psn &&
+	     (!(pkt->mask & URM_END) || off + pkt->paylen != w->length))) {
 		fail_at(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
 		return;
 	}
@@ -230,10 +244,10 @@ static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	qp->req.retry_cnt = qp->attr.retry_cnt;
 	if (qp->req.inflight)
 		qp->req.inflight--;
+	if ((pkt->mask & URM_END) && qp->req.rd_inflight)
+		qp->req.rd_inflight--; /* this READ request (chunk) is answered */
 	if (pkt->psn == w->last_psn) {
 		w->state = UROCE_WQE_DONE;
-		if (qp->req.rd_inflight)
-			qp->req.rd_inflight--;
 		uroce_comp_retire(qp);
 	}
 	qp->req.deadline_ns = 0;
@@ -297,7 +311,9 @@ void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_qp_count(qp, rx_drop_state, 1);
 		return;
 	}
-	if ((pkt->opcode & UR_TR_MASK) != UR_TR_RC) {
+	/* responses come in the QP's own transport class (RC or XRC); a UC
+	 * requester expects none */
+	if ((pkt->opcode & UR_TR_MASK) != qp->tr || qp->tr == UR_TR_UC) {
 		uroce_qp_count(qp, rx_drop_state, 1);
 		return;
 	}

@@ -13,6 +13,13 @@
 
 enum req_result { REQ_SENT, REQ_BLOCKED, REQ_DONE_WQE, REQ_ERROR };
 
+/* Response packets one RDMA READ request asks for at most.  A READ's
+ * responses come back to back, unpaced; a longer READ is asked for chunk by
+ * chunk, each chunk an ordinary READ request for the next part of the
+ * buffer at the next PSN (the way go-back-N asks for the rest of a READ), so
+ * at most a window is in flight and a lost response costs one chunk. */
+#define UROCE_READ_CHUNK (UROCE_WINDOW / 2)
+
 static const char *const req_result_name[] = {"sent", "blocked", "wqe-done", "error"};
 
 int uroce_qp_xmit(struct uroce_qp *qp, struct uroce_pkt *pkt)
@@ -106,14 +113,17 @@ static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
 	opc = pick_opcode(w, first, last);
 	if (first)
 		w->first_psn = qp->req.psn;
-	uroce_pkt_init(&pkt, buf, opc, qp->attr.dest_qp_num, qp->req.psn, paylen);
+	uroce_pkt_init(&pkt, buf, opc | qp->tr, qp->attr.dest_qp_num, qp->req.psn, paylen);
+	if (pkt.mask & URM_XRCETH)
+		ur_xrceth_set(&pkt, w->xrc_srqn);
 	if (pkt.mask & URM_RETH)
 		ur_reth_set(&pkt, w->remote_addr, w->rkey, w->length);
 	if (pkt.mask & URM_IMMDT)
 		ur_immdt_set_raw(&pkt, w->imm_data);
 	if (last && (w->send_flags & IBV_SEND_SOLICITED))
 		ur_bth_set_se(&pkt, true);
-	ur_bth_set_ackreq(&pkt, last || (qp->req.psn % UROCE_ACKREQ_EVERY) == 0);
+	ur_bth_set_ackreq(&pkt, qp->tr != UR_TR_UC &&
+				      (last || (qp->req.psn % UROCE_ACKREQ_EVERY) == 0));
 	ur_bth_set_psn(&pkt, qp->req.psn);
 
 	if (w->inline_data) {
@@ -132,13 +142,19 @@ static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
 	}
 	uroce_qp_xmit(qp, &pkt);
 	qp->req.psn = (qp->req.psn + 1) & UR_PSN_MASK;
-	qp->req.inflight++;
 	qp->req.offset += paylen;
+	if (qp->tr != UR_TR_UC)
+		qp->req.inflight++;
 	if (last) {
 		w->last_psn = pkt.psn;
 		w->state = UROCE_WQE_SENT;
 		qp->sq.req++;
 		qp->req.offset = 0;
+		if (qp->tr == UR_TR_UC) {
+			/* UC: complete once the last packet has left (9.8.2) */
+			w->state = UROCE_WQE_DONE;
+			uroce_comp_retire(qp);
+		}
 		return REQ_DONE_WQE;
 	}
 	return REQ_SENT;
@@ -148,23 +164,33 @@ static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
  * packet (IBTA 9.4.4).  After a retry, offset skips what already arrived. */
 static enum req_result send_read(struct uroce_qp *qp, struct uroce_swqe *w)
 {
-	uint8_t buf[UR_BTH_BYTES + UR_RETH_BYTES + 8];
-	uint32_t off = qp->req.offset;
+	uint8_t buf[UR_BTH_BYTES + UR_XRCETH_BYTES + UR_RETH_BYTES + 8];
+	uint32_t off = qp->req.offset, len = w->length - off, n;
 	struct uroce_pkt pkt;
 
+	if (len > UROCE_READ_CHUNK * qp->mtu)
+		len = UROCE_READ_CHUNK * qp->mtu;
+	n = len ? (len + qp->mtu - 1) / qp->mtu : 1;
+	if (qp->req.inflight && qp->req.inflight + n > UROCE_WINDOW)
+		return REQ_BLOCKED;
 	if (!off) {
 		w->first_psn = qp->req.psn;
 		w->npkts = swqe_npkts(qp, w);
 		w->last_psn = (w->first_psn + w->npkts - 1) & UR_PSN_MASK;
 	}
-	uroce_pkt_init(&pkt, buf, UR_OPC_READ_REQ, qp->attr.dest_qp_num, qp->req.psn, 0);
-	ur_reth_set(&pkt, w->remote_addr + off, w->rkey, w->length - off);
+	uroce_pkt_init(&pkt, buf, UR_OPC_READ_REQ | qp->tr, qp->attr.dest_qp_num, qp->req.psn, 0);
+	if (pkt.mask & URM_XRCETH)
+		ur_xrceth_set(&pkt, w->xrc_srqn);
+	ur_reth_set(&pkt, w->remote_addr + off, w->rkey, len);
 	ur_bth_set_ackreq(&pkt, true);
 	ur_bth_set_psn(&pkt, qp->req.psn);
 	uroce_qp_xmit(qp, &pkt);
-	qp->req.inflight += (uint32_t)ur_psn_diff(w->last_psn, qp->req.psn) + 1;
-	qp->req.psn = (w->last_psn + 1) & UR_PSN_MASK;
-	qp->req.rd_inflight++;
+	qp->req.inflight += n;
+	qp->req.psn = (qp->req.psn + n) & UR_PSN_MASK;
+	qp->req.rd_inflight++; /* one per READ request, chunks included */
+	qp->req.offset += len;
+	if (qp->req.offset < w->length)
+		return REQ_SENT;
 	w->state = UROCE_WQE_SENT;
 	qp->sq.req++;
 	qp->req.offset = 0;
@@ -174,13 +200,15 @@ static enum req_result send_read(struct uroce_qp *qp, struct uroce_swqe *w)
 /* An atomic request: one packet, one PSN, answered by ATOMIC ACKNOWLEDGE. */
 static enum req_result send_atomic(struct uroce_qp *qp, struct uroce_swqe *w)
 {
-	uint8_t buf[UR_BTH_BYTES + UR_ATMETH_BYTES + 8];
+	uint8_t buf[UR_BTH_BYTES + UR_XRCETH_BYTES + UR_ATMETH_BYTES + 8];
 	struct uroce_pkt pkt;
 	uint8_t opc = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? UR_OPC_CMP_SWAP : UR_OPC_FETCH_ADD;
 
 	w->first_psn = w->last_psn = qp->req.psn;
 	w->npkts = 1;
-	uroce_pkt_init(&pkt, buf, opc, qp->attr.dest_qp_num, qp->req.psn, 0);
+	uroce_pkt_init(&pkt, buf, opc | qp->tr, qp->attr.dest_qp_num, qp->req.psn, 0);
+	if (pkt.mask & URM_XRCETH)
+		ur_xrceth_set(&pkt, w->xrc_srqn);
 	ur_atmeth_set(&pkt, w->remote_addr, w->rkey, w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap
 											     : w->compare_add,
 		      w->compare_add);
@@ -206,7 +234,7 @@ static enum req_result req_step(struct uroce_qp *qp)
 	if (qp->req.inflight >= UROCE_WINDOW)
 		return REQ_BLOCKED;
 	w = swqe(qp, qp->sq.req);
-	if (swqe_is_rd(w) && qp->req.offset == 0 && qp->req.rd_inflight >= max_rd)
+	if (swqe_is_rd(w) && qp->req.rd_inflight >= max_rd)
 		return REQ_BLOCKED; /* C9-?: at most max_rd_atomic outstanding */
 	/* IBV_SEND_FENCE: wait for outstanding READs/atomics (IBTA 10.8.3.3) */
 	if ((w->send_flags & IBV_SEND_FENCE) && qp->req.offset == 0 && qp->req.rd_inflight)
@@ -300,6 +328,10 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 
 			ur_dbg("QP 0x%06x: transport retry counter exceeded",
 			       qp->ibqp.qp_base.qp_num);
+			if (qp->sq.tail == qp->sq.req) { /* still being sent */
+				qp->sq.req++;
+				qp->req.offset = 0;
+			}
 			w->status = IBV_WC_RETRY_EXC_ERR;
 			w->state = UROCE_WQE_DONE;
 			uroce_comp_retire(qp);

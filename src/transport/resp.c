@@ -32,12 +32,26 @@ static const char *const resp_state_name[] = {
 	"nak-access", "nak-op-err",  "drop",
 };
 
+/* XRC: the SRQ named by the packet's XRCETH supplies the receive WQE, the
+ * completion queue and the PD for key checks (IBTA 14.? / A14). */
+static struct ibv_pd *resp_pd(struct uroce_qp *qp)
+{
+	return qp->resp.xsrq ? qp->resp.xsrq->pd : qp->ibqp.qp_base.pd;
+}
+
+static struct ibv_cq *resp_cq(struct uroce_qp *qp)
+{
+	return qp->resp.xsrq ? to_usrq(qp->resp.xsrq)->cq : qp->ibqp.qp_base.recv_cq;
+}
+
 static void send_aeth(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 {
 	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + 8];
 	struct uroce_pkt pkt;
 
-	uroce_pkt_init(&pkt, buf, UR_OPC_ACK, qp->attr.dest_qp_num, psn, 0);
+	if (qp->tr == UR_TR_UC)
+		return; /* UC is unacknowledged (IBTA 9.8.2) */
+	uroce_pkt_init(&pkt, buf, UR_OPC_ACK | qp->tr, qp->attr.dest_qp_num, psn, 0);
 	ur_aeth_set(&pkt, syn, qp->resp.msn);
 	uroce_qp_xmit(qp, &pkt);
 }
@@ -93,13 +107,39 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_pkt *pkt, enum ibv_w
 		qp->resp.ack_psn = pkt->psn;
 		uroce_resp_flush_ack(qp);
 	}
-	uroce_cq_push(to_ucq(qp->ibqp.qp_base.recv_cq), &wc, pkt && pkt->se);
+	uroce_cq_push(to_ucq(resp_cq(qp)), &wc, pkt && pkt->se);
 }
 
 /* C9-?: sequence errors are NAKed once; duplicates are re-acknowledged. */
+/* UC (IBTA 9.8.2): a gap loses the message in progress; the next FIRST or
+ * ONLY resynchronises.  Nothing is ever acknowledged or NAKed. */
+static void uc_drop(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	qp->resp.in_send = false;
+	qp->resp.in_write = false;
+	qp->resp.rcv_offset = 0;
+	qp->resp.drop_msg = !(pkt->mask & URM_END);
+	qp->resp.psn = (pkt->psn + 1) & UR_PSN_MASK;
+}
+
 static enum resp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	int32_t d = ur_psn_diff(pkt->psn, qp->resp.psn);
+
+	if (qp->tr == UR_TR_UC) {
+		if (d == 0 && !qp->resp.drop_msg)
+			return RESPST_CHECK_OP_SEQ;
+		if (d)
+			uroce_qp_count(qp, out_of_seq, 1);
+		if (pkt->mask & URM_START) {
+			uc_drop(qp, pkt); /* the damaged message is abandoned */
+			qp->resp.drop_msg = false;
+			qp->resp.psn = pkt->psn;
+			return RESPST_CHECK_OP_SEQ;
+		}
+		uc_drop(qp, pkt);
+		return RESPST_DROP;
+	}
 
 	if (d > 0) {
 		uroce_qp_count(qp, oos_req, 1);
@@ -162,7 +202,7 @@ static bool rkey_ok(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t le
 	if (len == 0)
 		return true; /* zero-length: no key check (C9-?) */
 	mr = uroce_mr_lookup(qp->ctx, rkey);
-	return mr && mr->ibmr.pd == qp->ibqp.qp_base.pd && (mr->access & access) &&
+	return mr && mr->ibmr.pd == resp_pd(qp) && (mr->access & access) &&
 	       uroce_mr_ptr(mr, va, len);
 }
 
@@ -208,7 +248,7 @@ static enum resp_state exec_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	int r;
 
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-	r = uroce_sge_copy(qp->ctx, qp->ibqp.qp_base.pd, qp->resp.rwqe.sg, qp->resp.rwqe.num_sge,
+	r = uroce_sge_copy(qp->ctx, resp_pd(qp), qp->resp.rwqe.sg, qp->resp.rwqe.num_sge,
 			   qp->resp.rcv_offset, pkt->payload, pkt->paylen, true, &st);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	if (r) {
@@ -241,7 +281,7 @@ static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 		mr = uroce_mr_lookup(qp->ctx, qp->resp.write_rkey);
-		if (mr && mr->ibmr.pd == qp->ibqp.qp_base.pd &&
+		if (mr && mr->ibmr.pd == resp_pd(qp) &&
 		    (mr->access & IBV_ACCESS_REMOTE_WRITE))
 			dst = uroce_mr_ptr(mr, qp->resp.write_va + qp->resp.write_offset,
 					   pkt->paylen);
@@ -280,14 +320,14 @@ static void send_read_resp(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint3
 		      : i == 0		? UR_OPC_READ_RESP_FIRST
 		      : i == n - 1	? UR_OPC_READ_RESP_LAST
 					: UR_OPC_READ_RESP_MIDDLE;
-		uroce_pkt_init(&pkt, buf, opc, qp->attr.dest_qp_num, (psn + i) & UR_PSN_MASK,
+		uroce_pkt_init(&pkt, buf, opc | qp->tr, qp->attr.dest_qp_num, (psn + i) & UR_PSN_MASK,
 			       paylen);
 		if (pkt.mask & URM_AETH)
 			ur_aeth_set(&pkt, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.msn);
 		if (paylen) {
 			pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 			mr = uroce_mr_lookup(qp->ctx, rkey);
-			if (mr && mr->ibmr.pd == qp->ibqp.qp_base.pd &&
+			if (mr && mr->ibmr.pd == resp_pd(qp) &&
 			    (mr->access & IBV_ACCESS_REMOTE_READ))
 				src = uroce_mr_ptr(mr, va + off, paylen);
 			if (src)
@@ -319,7 +359,7 @@ static void send_atomic_ack(struct uroce_qp *qp, uint32_t psn, uint64_t orig)
 	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + UR_ATMACK_BYTES + 8];
 	struct uroce_pkt pkt;
 
-	uroce_pkt_init(&pkt, buf, UR_OPC_ATOMIC_ACK, qp->attr.dest_qp_num, psn, 0);
+	uroce_pkt_init(&pkt, buf, UR_OPC_ATOMIC_ACK | qp->tr, qp->attr.dest_qp_num, psn, 0);
 	ur_aeth_set(&pkt, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.msn);
 	ur_atmack_set(&pkt, orig);
 	uroce_qp_xmit(qp, &pkt);
@@ -414,11 +454,22 @@ void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	enum resp_state s = RESPST_CHECK_PSN;
 	enum ibv_qp_state qs = qp->attr.qp_state;
 
-	/* C10-?: a QP in RESET, INIT or ERR ignores incoming packets */
+	/* C10-?: a QP in RESET, INIT or ERR ignores incoming packets; so does
+	 * one of another transport */
 	if (qs == IBV_QPS_RESET || qs == IBV_QPS_INIT || qs == IBV_QPS_ERR ||
-	    (pkt->opcode & UR_TR_MASK) != UR_TR_RC) {
+	    (pkt->opcode & UR_TR_MASK) != qp->tr) {
 		uroce_qp_count(qp, rx_drop_state, 1);
 		return;
+	}
+	qp->resp.xsrq = NULL;
+	if (qp->tr == UR_TR_XRC) {
+		/* the XRCETH names an XRC SRQ of this QP's XRC domain */
+		qp->resp.xsrq = uroce_xrc_srq_find(qp->ctx, ur_xrceth_srqn(pkt), qp->xrcd);
+		if (!qp->resp.xsrq) {
+			ur_dbg("QP 0x%06x: XRCETH names SRQ %u, not one of this XRC domain",
+			       qp->ibqp.qp_base.qp_num, ur_xrceth_srqn(pkt));
+			s = RESPST_NAK_INVALID;
+		}
 	}
 	for (;;) {
 		ur_trace("QP 0x%06x rx %s psn %u: %s", qp->ibqp.qp_base.qp_num,
@@ -451,6 +502,25 @@ void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 				qp->resp.ack_psn = pkt->psn;
 			}
 			return;
+		case RESPST_NAK_PSN_SEQ:
+		case RESPST_RNR:
+		case RESPST_NAK_INVALID:
+		case RESPST_NAK_ACCESS:
+		case RESPST_NAK_OP:
+			if (qp->tr == UR_TR_UC) {
+				/* UC errors drop the message silently (9.8.2) */
+				ur_dbg("QP 0x%06x: UC %s psn %u dropped (%s)",
+				       qp->ibqp.qp_base.qp_num, uroce_opcode_name(pkt->opcode),
+				       pkt->psn, resp_state_name[s]);
+				uroce_qp_count(qp, rx_drop_state, 1);
+				uc_drop(qp, pkt);
+				return;
+			}
+			break;
+		default:
+			break;
+		}
+		switch (s) {
 		case RESPST_NAK_PSN_SEQ:
 			qp->resp.nak_sent = true;
 			uroce_qp_count(qp, naks_tx, 1);

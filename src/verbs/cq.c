@@ -8,6 +8,7 @@
  * a CQ that was destroyed since is recognised and skipped.
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,9 +282,16 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	if (!__atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
 		int nep = atomic_load(&cq->ctx->nep);
 
+		int got = 0;
+
 		atomic_store_explicit(&cq->ctx->app_poll_ns, uroce_now_ns(), memory_order_relaxed);
 		for (int i = 0; i < nep; i++)
-			uroce_ep_poll(cq->ctx->ep[i], 64);
+			got += uroce_ep_poll(cq->ctx->ep[i], 64);
+		/* Nothing arrived: let the peer (often on the same few cores)
+		 * run.  Unlike a NIC, uroce shares the CPUs with the other side
+		 * of the connection; spinning without yielding starves it. */
+		if (!got && !__atomic_load_n(&cq->count, __ATOMIC_RELAXED))
+			sched_yield();
 	}
 }
 

@@ -32,7 +32,7 @@
 
 /* CVLAN and FLOW_TAG read as 0: no VLAN tag, no flow steering. */
 #define UROCE_WC_FLAGS                                                                             \
-	((uint64_t)IBV_WC_STANDARD_FLAGS | UROCE_WC_TS_FLAGS | (uint64_t)IBV_WC_EX_WITH_CVLAN |     \
+	((uint64_t)IBV_WC_STANDARD_FLAGS | UROCE_WC_TS_FLAGS | (uint64_t)IBV_WC_EX_WITH_CVLAN |    \
 	 (uint64_t)IBV_WC_EX_WITH_FLOW_TAG)
 
 static struct uroce_cq *to_ucq_ex(struct ibv_cq_ex *c)
@@ -198,7 +198,8 @@ int uroce_cq_ex_check(struct ibv_context *context, const struct ibv_cq_init_attr
 	if (!context || !attr)
 		return ur_dbg("create_cq_ex: context and attributes are required"), EINVAL;
 	if (attr->comp_mask & ~masks)
-		return ur_dbg("create_cq_ex: unknown comp_mask bits 0x%x", attr->comp_mask & ~masks),
+		return ur_dbg("create_cq_ex: unknown comp_mask bits 0x%x",
+			      attr->comp_mask & ~masks),
 		       EINVAL;
 	if (attr->wc_flags & ~UROCE_WC_FLAGS)
 		return ur_dbg("create_cq_ex: wc_flags 0x%llx not supported (TM_INFO: no tag "

@@ -329,6 +329,9 @@ static void set_ops(struct uroce_ctx *ctx)
 	v->query_rt_values = uroce_query_rt_values;
 	v->create_srq_ex = uroce_create_srq_ex;
 	v->get_srq_num = uroce_get_srq_num;
+	v->open_xrcd = uroce_open_xrcd;
+	v->close_xrcd = uroce_close_xrcd;
+	v->open_qp = uroce_open_qp;
 	v->modify_cq = uroce_modify_cq;
 	v->sz = sizeof(*v);
 }

@@ -89,8 +89,13 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	uint32_t qpn;
 	int err;
 
-	if (!ia->pd || !(ia->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+	if (ia->qp_type != IBV_QPT_XRC_RECV && (!ia->pd || !(ia->comp_mask & IBV_QP_INIT_ATTR_PD))) {
 		ur_dbg("create_qp: a PD is required");
+		errno = EINVAL;
+		return NULL;
+	}
+	if (ia->qp_type == IBV_QPT_XRC_RECV && !ia->xrcd) {
+		ur_dbg("create_qp: an XRC_RECV QP needs an XRC domain");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -99,13 +104,32 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 		errno = err;
 		return NULL;
 	}
-	if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UD) {
-		ur_dbg("create_qp: QP type %d not supported yet (RC and UD only)", ia->qp_type);
+	if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UD && ia->qp_type != IBV_QPT_UC &&
+	    ia->qp_type != IBV_QPT_XRC_SEND && ia->qp_type != IBV_QPT_XRC_RECV) {
+		ur_dbg("create_qp: QP type %d not supported (RC, UC, UD, XRC_SEND, XRC_RECV)",
+		       ia->qp_type);
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (!ia->send_cq || !ia->recv_cq) {
-		ur_dbg("create_qp: send_cq and recv_cq are required");
+	/* XRC_RECV QPs complete to their SRQs' CQs; XRC_SEND QPs receive nothing */
+	if (ia->qp_type == IBV_QPT_XRC_RECV) {
+		ia->send_cq = ia->recv_cq = NULL;
+		ia->srq = NULL;
+		ia->pd = NULL;
+		memset(&ia->cap, 0, sizeof(ia->cap));
+	} else if (ia->qp_type == IBV_QPT_XRC_SEND) {
+		ia->recv_cq = NULL;
+		ia->srq = NULL;
+		ia->cap.max_recv_wr = ia->cap.max_recv_sge = 0;
+	}
+	if (ia->qp_type != IBV_QPT_XRC_RECV && !ia->send_cq) {
+		ur_dbg("create_qp: send_cq is required");
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((ia->qp_type == IBV_QPT_RC || ia->qp_type == IBV_QPT_UC ||
+	     ia->qp_type == IBV_QPT_UD) && !ia->recv_cq) {
+		ur_dbg("create_qp: recv_cq is required");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -165,6 +189,12 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	qp->attr.qp_state = IBV_QPS_RESET;
 	qp->attr.cap = ia->cap;
 	qp->attr.path_mtu = IBV_MTU_1024;
+	qp->tr = ia->qp_type == IBV_QPT_UC	      ? UR_TR_UC
+		 : ia->qp_type == IBV_QPT_UD	      ? UR_TR_UD
+		 : ia->qp_type == IBV_QPT_XRC_SEND ||
+				 ia->qp_type == IBV_QPT_XRC_RECV ? UR_TR_XRC
+							       : UR_TR_RC;
+	qp->xrcd = ia->qp_type == IBV_QPT_XRC_RECV ? ia->xrcd : NULL;
 	if (ia->qp_type == IBV_QPT_UD) {
 		/* a UD message is one packet of the port's MTU */
 		qp->attr.path_mtu = ctx->dev->active_mtu;
@@ -190,13 +220,18 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	pthread_mutex_unlock(&ctx->lock);
 
 	atomic_fetch_add(&ctx->nqp_total, 1);
-	atomic_fetch_add(&to_upd(ia->pd)->refs, 1);
-	atomic_fetch_add(&to_ucq(ia->send_cq)->refs, 1);
-	atomic_fetch_add(&to_ucq(ia->recv_cq)->refs, 1);
+	if (ia->pd)
+		atomic_fetch_add(&to_upd(ia->pd)->refs, 1);
+	if (ia->send_cq)
+		atomic_fetch_add(&to_ucq(ia->send_cq)->refs, 1);
+	if (ia->recv_cq)
+		atomic_fetch_add(&to_ucq(ia->recv_cq)->refs, 1);
+	if (qp->xrcd)
+		uroce_xrcd_get(qp->xrcd);
 	if (ia->srq)
 		atomic_fetch_add(&to_usrq(ia->srq)->refs, 1);
-	ur_dbg("create_qp: %s QPN 0x%06x (UDP port %u slot %u)",
-	       ia->qp_type == IBV_QPT_UD ? "UD" : "RC", qpn, qpn >> 8, qpn & 0xff);
+	ur_dbg("create_qp: %s QPN 0x%06x (UDP port %u slot %u)", uroce_qp_type_name(ia->qp_type),
+	       qpn, qpn >> 8, qpn & 0xff);
 	return b;
 
 err_free:
@@ -245,9 +280,14 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	pthread_mutex_unlock(&qp->lock);
 
 	atomic_fetch_sub(&ctx->nqp_total, 1);
-	atomic_fetch_sub(&to_upd(ibqp->pd)->refs, 1);
-	atomic_fetch_sub(&to_ucq(ibqp->send_cq)->refs, 1);
-	atomic_fetch_sub(&to_ucq(ibqp->recv_cq)->refs, 1);
+	if (ibqp->pd)
+		atomic_fetch_sub(&to_upd(ibqp->pd)->refs, 1);
+	if (ibqp->send_cq)
+		atomic_fetch_sub(&to_ucq(ibqp->send_cq)->refs, 1);
+	if (ibqp->recv_cq)
+		atomic_fetch_sub(&to_ucq(ibqp->recv_cq)->refs, 1);
+	if (qp->xrcd)
+		uroce_xrcd_put(qp->xrcd);
 	if (ibqp->srq)
 		atomic_fetch_sub(&to_usrq(ibqp->srq)->refs, 1);
 	free_qp(qp);
@@ -430,6 +470,11 @@ static int prepare_swqe(struct uroce_qp *qp, const struct ibv_send_wr *wr, struc
 {
 	uint64_t total = 0;
 
+	/* UC carries SENDs and RDMA WRITEs only (IBTA Table 39) */
+	if (qp->tr == UR_TR_UC &&
+	    (wr->opcode == IBV_WR_RDMA_READ || wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	     wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD))
+		return ur_dbg("post_send: UC QPs do not support RDMA READ or atomics"), EINVAL;
 	switch (wr->opcode) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
@@ -475,6 +520,7 @@ static int prepare_swqe(struct uroce_qp *qp, const struct ibv_send_wr *wr, struc
 		w->rkey = wr->wr.rdma.rkey;
 	}
 	w->length = (uint32_t)total;
+	w->xrc_srqn = qp->tr == UR_TR_XRC ? wr->qp_type.xrc.remote_srqn : 0;
 	w->state = UROCE_WQE_POSTED;
 	w->status = IBV_WC_SUCCESS;
 
@@ -524,6 +570,12 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	if (qp->attr.qp_state < IBV_QPS_RTS) {
 		ur_dbg("post_send: QP 0x%06x is in %s; sends need RTS", ibqp->qp_num,
 		       uroce_qp_state_name(qp->attr.qp_state));
+		err = EINVAL;
+		*bad_wr = wr;
+		goto out;
+	}
+	if (ibqp->qp_type == IBV_QPT_XRC_RECV) {
+		ur_dbg("post_send: an XRC_RECV QP only receives");
 		err = EINVAL;
 		*bad_wr = wr;
 		goto out;
@@ -579,6 +631,9 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv
 	pthread_mutex_lock(&qp->lock);
 	if (qp->attr.qp_state == IBV_QPS_RESET) {
 		ur_dbg("post_recv: QP 0x%06x is in RESET", ibqp->qp_num);
+		err = EINVAL;
+	} else if (ibqp->qp_type == IBV_QPT_XRC_SEND || ibqp->qp_type == IBV_QPT_XRC_RECV) {
+		ur_dbg("post_recv: XRC QPs receive through XRC SRQs (ibv_post_srq_recv)");
 		err = EINVAL;
 	} else if (ibqp->srq) {
 		ur_dbg("post_recv: QP 0x%06x uses an SRQ: post with ibv_post_srq_recv",

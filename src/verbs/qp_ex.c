@@ -35,7 +35,7 @@
 
 #define UROCE_QP_INIT_MASKS                                                                        \
 	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |             \
-	 IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH |  \
+	 IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH | \
 	 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
 
 struct qpx_wr {
@@ -222,8 +222,8 @@ static void qpx_wr_send(struct ibv_qp_ex *q)
 
 static void qpx_wr_send_imm(struct ibv_qp_ex *q, __be32 imm_data)
 {
-	struct qpx_wr *w = wr_new(q, IBV_WR_SEND_WITH_IMM, IBV_QP_EX_WITH_SEND_WITH_IMM,
-				  "wr_send_imm");
+	struct qpx_wr *w =
+	    wr_new(q, IBV_WR_SEND_WITH_IMM, IBV_QP_EX_WITH_SEND_WITH_IMM, "wr_send_imm");
 
 	if (w)
 		w->wr.imm_data = imm_data;
@@ -298,8 +298,8 @@ static void qpx_wr_atomic_cmp_swp(struct ibv_qp_ex *q, uint32_t rkey, uint64_t r
 static void qpx_wr_atomic_fetch_add(struct ibv_qp_ex *q, uint32_t rkey, uint64_t remote_addr,
 				    uint64_t add)
 {
-	struct qpx_wr *w = wr_new(q, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
-				  "wr_atomic_fetch_add");
+	struct qpx_wr *w = wr_new(q, IBV_WR_ATOMIC_FETCH_AND_ADD,
+				  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD, "wr_atomic_fetch_add");
 
 	if (w) {
 		w->wr.wr.atomic.rkey = rkey;
@@ -355,8 +355,9 @@ static struct qpx_wr *wr_last(struct ibv_qp_ex *q, const char *what)
 	if (x->err)
 		return NULL;
 	if (!x->nwr) {
-		batch_fail(x, EINVAL, "%s: QP 0x%06x: no work request to attach to (call a builder "
-				      "such as ibv_wr_send() first)",
+		batch_fail(x, EINVAL,
+			   "%s: QP 0x%06x: no work request to attach to (call a builder "
+			   "such as ibv_wr_send() first)",
 			   what, q->qp_base.qp_num);
 		return NULL;
 	}
@@ -392,7 +393,7 @@ static void qpx_wr_set_sge_list(struct ibv_qp_ex *q, size_t num_sge, const struc
 
 static void qpx_wr_set_sge(struct ibv_qp_ex *q, uint32_t lkey, uint64_t addr, uint32_t length)
 {
-	struct ibv_sge sge = { .addr = addr, .length = length, .lkey = lkey };
+	struct ibv_sge sge = {.addr = addr, .length = length, .lkey = lkey};
 
 	qpx_wr_set_sge_list(q, 1, &sge);
 }
@@ -433,14 +434,14 @@ static void qpx_wr_set_inline_data_list(struct ibv_qp_ex *q, size_t num_buf,
 	/* post_send sees one inline SGE over the copy (address set at
 	 * wr_complete, when the buffer has stopped moving) */
 	w->sge_first = x->nsge;
-	x->sge[x->nsge++] = (struct ibv_sge){ .length = (uint32_t)total };
+	x->sge[x->nsge++] = (struct ibv_sge){.length = (uint32_t)total};
 	w->wr.num_sge = 1;
 	w->wr.send_flags |= IBV_SEND_INLINE;
 }
 
 static void qpx_wr_set_inline_data(struct ibv_qp_ex *q, void *addr, size_t length)
 {
-	struct ibv_data_buf buf = { .addr = addr, .length = length };
+	struct ibv_data_buf buf = {.addr = addr, .length = length};
 
 	qpx_wr_set_inline_data_list(q, 1, &buf);
 }
@@ -487,9 +488,11 @@ int uroce_qpx_check(const struct ibv_qp_init_attr_ex *ia)
 		return ur_dbg("create_qp_ex: unknown comp_mask bits 0x%x",
 			      ia->comp_mask & ~(uint32_t)UROCE_QP_INIT_MASKS),
 		       EINVAL;
-	if (ia->comp_mask & IBV_QP_INIT_ATTR_XRCD)
-		return ur_dbg("create_qp_ex: XRC (IBV_QP_INIT_ATTR_XRCD) not supported yet"),
-		       EOPNOTSUPP;
+	if ((ia->comp_mask & IBV_QP_INIT_ATTR_XRCD) !=
+	    (ia->qp_type == IBV_QPT_XRC_RECV ? IBV_QP_INIT_ATTR_XRCD : 0))
+		return ur_dbg("create_qp_ex: an XRC_RECV QP needs an XRC domain "
+			      "(IBV_QP_INIT_ATTR_XRCD); other QP types take none"),
+		       EINVAL;
 	if (ia->comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH))
 		return ur_dbg("create_qp_ex: RSS (IND_TABLE / RX_HASH) is not supported"),
 		       EOPNOTSUPP;
@@ -502,9 +505,12 @@ int uroce_qpx_check(const struct ibv_qp_init_attr_ex *ia)
 		       EOPNOTSUPP;
 	if (!(ia->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
 		return 0;
-	ops = ia->qp_type == IBV_QPT_RC ? UROCE_RC_SEND_OPS
-	      : ia->qp_type == IBV_QPT_UD ? UROCE_UD_SEND_OPS
-					  : 0;
+	ops = ia->qp_type == IBV_QPT_RC || ia->qp_type == IBV_QPT_XRC_SEND ? UROCE_RC_SEND_OPS
+	      : ia->qp_type == IBV_QPT_UD				   ? UROCE_UD_SEND_OPS
+	      : ia->qp_type == IBV_QPT_UC
+		  ? (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+		     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+		  : 0;
 	/* ibv_wr_post(3): "If the QP does not support all the requested work
 	 * request types then QP creation will fail." */
 	if (ia->send_ops_flags & ~ops)

@@ -13,6 +13,58 @@ enum { UROCE_MAX_SRQ_WR = UROCE_MAX_QP_WR, UROCE_MAX_SRQ_SGE = UROCE_MAX_SGE };
 
 static atomic_uint next_srq_num = 1;
 
+/* XRC SRQs by number, for the responder's XRCETH lookup: a leaf lock, taken
+ * inside qp->lock. */
+static pthread_mutex_t xsrq_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct uroce_srq **xsrqs;
+static int nxsrq, xsrq_cap;
+
+static int xsrq_register(struct uroce_srq *srq)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&xsrq_lock);
+	if (nxsrq == xsrq_cap) {
+		int cap = xsrq_cap ? xsrq_cap * 2 : 16;
+		void *n = realloc(xsrqs, (size_t)cap * sizeof(*xsrqs));
+
+		if (!n)
+			err = ENOMEM;
+		else {
+			xsrqs = n;
+			xsrq_cap = cap;
+		}
+	}
+	if (!err)
+		xsrqs[nxsrq++] = srq;
+	pthread_mutex_unlock(&xsrq_lock);
+	return err;
+}
+
+static void xsrq_unregister(struct uroce_srq *srq)
+{
+	pthread_mutex_lock(&xsrq_lock);
+	for (int i = 0; i < nxsrq; i++)
+		if (xsrqs[i] == srq) {
+			xsrqs[i] = xsrqs[--nxsrq];
+			break;
+		}
+	pthread_mutex_unlock(&xsrq_lock);
+}
+
+struct ibv_srq *uroce_xrc_srq_find(struct uroce_ctx *ctx, uint32_t srqn, struct ibv_xrcd *xrcd)
+{
+	struct ibv_srq *found = NULL;
+
+	pthread_mutex_lock(&xsrq_lock);
+	for (int i = 0; i < nxsrq; i++)
+		if (xsrqs[i]->srq_num == srqn && xsrqs[i]->ctx == ctx &&
+		    uroce_xrcd_same(xsrqs[i]->xrcd, xrcd))
+			found = &xsrqs[i]->ibsrq;
+	pthread_mutex_unlock(&xsrq_lock);
+	return found;
+}
+
 static uint32_t pow2_at_least(uint32_t v)
 {
 	uint32_t p = 1;
@@ -83,12 +135,19 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context,
 	pthread_mutex_init(&srq->lock, NULL);
 	srq->ctx = to_uctx(context);
 	srq->type = (ia->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? ia->srq_type : IBV_SRQT_BASIC;
+	srq->srq_num = atomic_fetch_add(&next_srq_num, 1);
 	if (srq->type == IBV_SRQT_XRC) {
+		if (xsrq_register(srq)) {
+			free(srq->rq.wqe);
+			free(srq);
+			errno = ENOMEM;
+			return NULL;
+		}
 		srq->xrcd = ia->xrcd;
 		srq->cq = ia->cq;
 		atomic_fetch_add(&to_ucq(ia->cq)->refs, 1);
+		uroce_xrcd_get(ia->xrcd);
 	}
-	srq->srq_num = atomic_fetch_add(&next_srq_num, 1);
 	srq->ibsrq.context = context;
 	srq->ibsrq.srq_context = ia->srq_context;
 	srq->ibsrq.pd = ia->pd;
@@ -175,8 +234,11 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 		ur_dbg("destroy_srq: %u QP(s) still use the SRQ", atomic_load(&srq->refs));
 		return EBUSY;
 	}
-	if (srq->cq)
+	if (srq->type == IBV_SRQT_XRC) {
+		xsrq_unregister(srq);
 		atomic_fetch_sub(&to_ucq(srq->cq)->refs, 1);
+		uroce_xrcd_put(srq->xrcd);
+	}
 	atomic_fetch_sub(&to_upd(ibsrq->pd)->refs, 1);
 	pthread_mutex_destroy(&srq->lock);
 	free(srq->rq.wqe);
@@ -234,7 +296,7 @@ int uroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ib
 
 bool uroce_rq_empty(struct uroce_qp *qp)
 {
-	struct ibv_srq *s = qp->ibqp.qp_base.srq;
+	struct ibv_srq *s = qp->resp.xsrq ? qp->resp.xsrq : qp->ibqp.qp_base.srq;
 	bool empty;
 
 	if (!s)
@@ -247,7 +309,7 @@ bool uroce_rq_empty(struct uroce_qp *qp)
 
 bool uroce_rq_pop(struct uroce_qp *qp, struct uroce_rwqe *out)
 {
-	struct ibv_srq *s = qp->ibqp.qp_base.srq;
+	struct ibv_srq *s = qp->resp.xsrq ? qp->resp.xsrq : qp->ibqp.qp_base.srq;
 	struct uroce_srq *srq;
 	bool fire = false;
 

@@ -20,6 +20,9 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context,
 int uroce_query_rt_values(struct ibv_context *context, struct ibv_values_ex *values);
 struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context,
 				    struct ibv_srq_init_attr_ex *attr);
+struct ibv_xrcd *uroce_open_xrcd(struct ibv_context *context, struct ibv_xrcd_init_attr *attr);
+int uroce_close_xrcd(struct ibv_xrcd *xrcd);
+struct ibv_qp *uroce_open_qp(struct ibv_context *context, struct ibv_qp_open_attr *attr);
 int uroce_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
 int uroce_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr);
 

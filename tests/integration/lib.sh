@@ -103,11 +103,23 @@ first_device() {
 
 # ---- TCP ports -------------------------------------------------------------------
 
-# Each test has its own block of ports, so ctest -j runs them side by side;
-# the sanitized build gets other blocks, so both builds may test at once.
-declare -A PORT_BASE=([tour]=18610 [rc_pingpong]=18640 [lib]=18690 [rc_pingpong_new_api]=18500 [pcap]=18540 [stat]=18570)
-NEXT_PORT=$((${PORT_BASE[$TEST_NAME]:-18700} + (UROCE_SANITIZE == 1 ? 200 : 0)))
+# Each test has its own block of 30 ports, so ctest -j runs tests side by
+# side without two servers racing for one port. Tests listed here get fixed
+# blocks; any other test gets a block chosen by a hash of its name, in a
+# separate range. The sanitized build uses blocks 2000 higher, so both
+# builds can be tested at once. A port in use (by anything) is skipped.
+declare -A PORT_BLOCK=(
+	[tour]=0 [rc_pingpong]=1 [lib]=2 [rc_pingpong_new_api]=3 [srq_pingpong]=4
+	[ud_pingpong]=5 [pcap]=6 [stat]=7 [uc_pingpong]=8 [perftest]=9 [rdmacm]=10
+)
+if [[ -n ${PORT_BLOCK[$TEST_NAME]+set} ]]; then
+	block=${PORT_BLOCK[$TEST_NAME]}
+else
+	block=$((20 + $(cksum <<<"$TEST_NAME" | cut -d' ' -f1) % 40))
+fi
+NEXT_PORT=$((18610 + block * 30 + (UROCE_SANITIZE == 1 ? 2000 : 0)))
 PORT_LIMIT=$((NEXT_PORT + 30))
+unset block
 
 port_in_use() {
 	ss -Htan 2>/dev/null | awk -v p=":$1" '$4 ~ p "$" { found = 1 } END { exit !found }'

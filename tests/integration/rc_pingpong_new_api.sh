@@ -74,7 +74,11 @@ pingpong new_send_events "-N -s 4096 -n 300 -e"
 pingpong new_send_1byte "-N -s 1 -n 300"
 pingpong new_send_1mib "-N -s 1048576 -n 30"
 pingpong ts_poll "-t -s 4096 -n 300" "$TS"
-pingpong ts_events "-t -s 4096 -n 300 -e" "$TS"
 pingpong new_send_ts "-N -t -s 65536 -n 100" "$TS"
+# Not "-t -e": after a completion event ibv_rc_pingpong -t treats an empty
+# ibv_start_poll (ENOENT) as fatal, but an event can be for a completion the
+# previous batch already took (one arrives between ibv_req_notify_cq and
+# ibv_start_poll): a race in the tool on any device, and frequent here because
+# the send and receive completions of a ping-pong arrive microseconds apart.
 
 finish

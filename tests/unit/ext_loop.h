@@ -73,17 +73,17 @@ static inline struct ibv_qp *make_qp(struct ibv_pd *pd, struct ibv_cq *scq, stru
 				     uint32_t comp_mask, uint64_t send_ops)
 {
 	struct ibv_qp_init_attr_ex ia = {
-		.send_cq = scq,
-		.recv_cq = rcq,
-		.cap = { .max_send_wr = 64,
-			 .max_recv_wr = 64,
-			 .max_send_sge = 4,
-			 .max_recv_sge = 4,
-			 .max_inline_data = 256 },
-		.qp_type = IBV_QPT_RC,
-		.comp_mask = IBV_QP_INIT_ATTR_PD | comp_mask,
-		.pd = pd,
-		.send_ops_flags = send_ops,
+	    .send_cq = scq,
+	    .recv_cq = rcq,
+	    .cap = {.max_send_wr = 64,
+		    .max_recv_wr = 64,
+		    .max_send_sge = 4,
+		    .max_recv_sge = 4,
+		    .max_inline_data = 256},
+	    .qp_type = IBV_QPT_RC,
+	    .comp_mask = IBV_QP_INIT_ATTR_PD | comp_mask,
+	    .pd = pd,
+	    .send_ops_flags = send_ops,
 	};
 
 	return ibv_create_qp_ex(pd->context, &ia);
@@ -121,7 +121,7 @@ static inline int qp_to_rts(struct ibv_qp *qp, uint32_t remote_qpn, uint32_t my_
 	a.ah_attr.port_num = 1;
 	err = ibv_modify_qp(qp, &a,
 			    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+				IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
 	if (err)
 		return err;
 	memset(&a, 0, sizeof(a));
@@ -133,7 +133,7 @@ static inline int qp_to_rts(struct ibv_qp *qp, uint32_t remote_qpn, uint32_t my_
 	a.max_rd_atomic = 4;
 	return ibv_modify_qp(qp, &a,
 			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+				 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 static inline int connect_pair(struct ibv_qp *a, struct ibv_qp *b)
@@ -178,7 +178,7 @@ static inline bool wait_queued(struct ibv_cq *cq, uint32_t n)
 	uint64_t end = ms_now() + WAIT_MS;
 
 	while (cq_queued(cq) < n && ms_now() < end) {
-		struct timespec ts = { 0, 200000 };
+		struct timespec ts = {0, 200000};
 
 		nanosleep(&ts, NULL); /* the progress threads deliver */
 	}
@@ -188,8 +188,8 @@ static inline bool wait_queued(struct ibv_cq *cq, uint32_t n)
 static inline int post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
 			    uint32_t lkey)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
-	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct ibv_sge sge = {.addr = (uintptr_t)addr, .length = len, .lkey = lkey};
+	struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad;
 
 	return ibv_post_recv(qp, &wr, &bad);
 }

@@ -44,7 +44,7 @@ static void read_current(struct ibv_cq_ex *cq, struct ex_wc *e)
 static int iter_poll(struct ibv_cq_ex *cq, struct ex_wc *out, int n)
 {
 	uint64_t end = ms_now() + WAIT_MS;
-	struct ibv_poll_cq_attr attr = { 0 };
+	struct ibv_poll_cq_attr attr = {0};
 	int got = 0;
 
 	while (got < n && ms_now() < end) {
@@ -70,11 +70,10 @@ static int iter_poll(struct ibv_cq_ex *cq, struct ex_wc *out, int n)
 
 static bool same_wc(const struct ibv_wc *a, const struct ibv_wc *b)
 {
-	return a->status == b->status && a->opcode == b->opcode &&
-	       a->vendor_err == b->vendor_err && a->byte_len == b->byte_len &&
-	       a->imm_data == b->imm_data && a->qp_num == b->qp_num && a->src_qp == b->src_qp &&
-	       a->wc_flags == b->wc_flags && a->slid == b->slid && a->sl == b->sl &&
-	       a->dlid_path_bits == b->dlid_path_bits;
+	return a->status == b->status && a->opcode == b->opcode && a->vendor_err == b->vendor_err &&
+	       a->byte_len == b->byte_len && a->imm_data == b->imm_data && a->qp_num == b->qp_num &&
+	       a->src_qp == b->src_qp && a->wc_flags == b->wc_flags && a->slid == b->slid &&
+	       a->sl == b->sl && a->dlid_path_bits == b->dlid_path_bits;
 }
 
 struct side {
@@ -109,12 +108,12 @@ static void side_close(struct side *s)
 static int post_send_op(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, void *addr,
 			uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr = { .wr_id = wr_id,
-				  .sg_list = &sge,
-				  .num_sge = 1,
-				  .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_sge sge = {.addr = (uintptr_t)addr, .length = len, .lkey = lkey};
+	struct ibv_send_wr wr = {.wr_id = wr_id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = op,
+				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 
 	wr.imm_data = htobe32(imm);
@@ -178,14 +177,14 @@ static void traffic(struct side *a, struct side *b, struct ibv_qp *qa, struct ib
 static void test_iterator(void)
 {
 	struct side a, b;
-	struct ibv_cq_init_attr_ex ca = { .cqe = 64, .wc_flags = ALL_WC_FLAGS };
+	struct ibv_cq_init_attr_ex ca = {.cqe = 64, .wc_flags = ALL_WC_FLAGS};
 	struct ibv_cq_ex *cqa, *cqb;
 	struct ibv_qp *qa, *qb;
 	struct ex_wc ps[5], pr[3], is[5], ir[3];
-	struct ibv_values_ex rt = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+	struct ibv_values_ex rt = {.comp_mask = IBV_VALUES_MASK_RAW_CLOCK};
 	struct ibv_device_attr_ex dx;
 	uint64_t t0, t1, w0, w1;
-	struct ibv_poll_cq_attr pattr = { 0 };
+	struct ibv_poll_cq_attr pattr = {0};
 
 	side_open(&a);
 	side_open(&b);
@@ -232,15 +231,16 @@ static void test_iterator(void)
 	for (int i = 0; i < 5; i++) {
 		CHECK(is[i].wc.wr_id == (uint64_t)i + 1, "send wr_id %llu at %d",
 		      (unsigned long long)is[i].wc.wr_id, i);
-		CHECK(same_wc(&is[i].wc, &ps[i].wc), "send completion %d: readers differ from "
-						      "ibv_poll_cq (opcode %d/%d len %u/%u)",
+		CHECK(same_wc(&is[i].wc, &ps[i].wc),
+		      "send completion %d: readers differ from "
+		      "ibv_poll_cq (opcode %d/%d len %u/%u)",
 		      i, is[i].wc.opcode, ps[i].wc.opcode, is[i].wc.byte_len, ps[i].wc.byte_len);
 		CHECK(is[i].wc.status == IBV_WC_SUCCESS, "status %d", is[i].wc.status);
 		CHECK(is[i].wc.qp_num == qa->qp_num, "qp_num 0x%x", is[i].wc.qp_num);
 	}
 	CHECK(is[0].wc.opcode == IBV_WC_SEND && is[1].wc.opcode == IBV_WC_SEND &&
-		      is[2].wc.opcode == IBV_WC_RDMA_WRITE && is[3].wc.opcode == IBV_WC_RDMA_WRITE &&
-		      is[4].wc.opcode == IBV_WC_RDMA_READ,
+		  is[2].wc.opcode == IBV_WC_RDMA_WRITE && is[3].wc.opcode == IBV_WC_RDMA_WRITE &&
+		  is[4].wc.opcode == IBV_WC_RDMA_READ,
 	      "requester opcodes");
 	CHECK(is[4].wc.byte_len == 500, "READ byte_len %u", is[4].wc.byte_len);
 	for (int i = 0; i < 3; i++) {
@@ -250,16 +250,15 @@ static void test_iterator(void)
 		CHECK(ir[i].wc.qp_num == qb->qp_num, "recv qp_num");
 	}
 	CHECK(ir[0].wc.opcode == IBV_WC_RECV && ir[0].wc.byte_len == 100 &&
-		      !(ir[0].wc.wc_flags & IBV_WC_WITH_IMM),
+		  !(ir[0].wc.wc_flags & IBV_WC_WITH_IMM),
 	      "RECV");
 	CHECK(ir[1].wc.opcode == IBV_WC_RECV && ir[1].wc.byte_len == 200 &&
-		      (ir[1].wc.wc_flags & IBV_WC_WITH_IMM) &&
-		      ir[1].wc.imm_data == htobe32(0x12345678),
+		  (ir[1].wc.wc_flags & IBV_WC_WITH_IMM) && ir[1].wc.imm_data == htobe32(0x12345678),
 	      "RECV with imm: flags 0x%x imm 0x%x", ir[1].wc.wc_flags, be32toh(ir[1].wc.imm_data));
 	CHECK(ir[2].wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
-		      (ir[2].wc.wc_flags & IBV_WC_WITH_IMM) &&
-		      ir[2].wc.imm_data == htobe32(0xabcdef01) &&
-		      ibv_wc_read_invalidated_rkey(cqb) == htobe32(0xabcdef01),
+		  (ir[2].wc.wc_flags & IBV_WC_WITH_IMM) &&
+		  ir[2].wc.imm_data == htobe32(0xabcdef01) &&
+		  ibv_wc_read_invalidated_rkey(cqb) == htobe32(0xabcdef01),
 	      "RECV_RDMA_WITH_IMM: opcode %d", ir[2].wc.opcode);
 
 	/* timestamps: inside the run, in completion order per CQ */
@@ -289,7 +288,7 @@ static void test_iterator(void)
 		      "write");
 		CHECK(iter_poll((struct ibv_cq_ex *)pc, &e, 1) == 1, "iterator on a plain CQ");
 		CHECK(e.wc.wr_id == 77 && e.wc.status == IBV_WC_SUCCESS &&
-			      e.wc.opcode == IBV_WC_RDMA_WRITE && e.wc.qp_num == q1->qp_num,
+			  e.wc.opcode == IBV_WC_RDMA_WRITE && e.wc.qp_num == q1->qp_num,
 		      "plain CQ completion");
 		CHECK(e.ts == 0, "no timestamps asked: ts %llu", (unsigned long long)e.ts);
 		ibv_destroy_qp(q1);
@@ -310,10 +309,10 @@ static void test_channel(void)
 {
 	struct side a, b;
 	struct ibv_comp_channel *ch;
-	struct ibv_cq_init_attr_ex ca = { .cqe = 16,
-					  .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
-					  .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
-					  .flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED };
+	struct ibv_cq_init_attr_ex ca = {.cqe = 16,
+					 .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+					 .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+					 .flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED};
 	struct ibv_cq_ex *cqa;
 	struct ibv_cq *ev_cq, *cqb;
 	struct ibv_qp *qa, *qb;
@@ -366,9 +365,8 @@ static void queue_writes(struct side *a, struct side *b, struct ibv_qp *qa, stru
 static void test_resize(void)
 {
 	struct side a, b;
-	struct ibv_cq_init_attr_ex ca = { .cqe = 5,
-					  .wc_flags = IBV_WC_STANDARD_FLAGS |
-						      IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
+	struct ibv_cq_init_attr_ex ca = {
+	    .cqe = 5, .wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
 	struct ibv_cq_ex *cqx;
 	struct ibv_cq *cq, *cqb;
 	struct ibv_qp *qa, *qb;
@@ -432,12 +430,12 @@ static void test_errors(void)
 	struct ibv_pd *pd = ibv_alloc_pd(ctx), *pd2 = ibv_alloc_pd(ctx2);
 	struct ibv_cq_init_attr_ex ca;
 	struct ibv_cq_ex *cq;
-	struct ibv_modify_cq_attr mod = { .attr_mask = IBV_CQ_ATTR_MODERATE,
-					  .moderate = { .cq_count = 4, .cq_period = 10 } };
+	struct ibv_modify_cq_attr mod = {.attr_mask = IBV_CQ_ATTR_MODERATE,
+					 .moderate = {.cq_count = 4, .cq_period = 10}};
 
 #define TRY_CQ(what, expect_errno, ncqe, ...)                                                      \
 	do {                                                                                       \
-		ca = (struct ibv_cq_init_attr_ex){ .cqe = (ncqe), __VA_ARGS__ };                   \
+		ca = (struct ibv_cq_init_attr_ex){.cqe = (ncqe), __VA_ARGS__};                     \
 		errno = 0;                                                                         \
 		cq = ibv_create_cq_ex(ctx, &ca);                                                   \
 		if (expect_errno) {                                                                \
@@ -469,7 +467,7 @@ static void test_errors(void)
 	TRY_CQ("comp_vector 2^32-1", EINVAL, 8, .comp_vector = UINT32_MAX);
 #undef TRY_CQ
 
-	cq = ibv_create_cq_ex(ctx, &(struct ibv_cq_init_attr_ex){ .cqe = 4 });
+	cq = ibv_create_cq_ex(ctx, &(struct ibv_cq_init_attr_ex){.cqe = 4});
 	CHECK(cq && ibv_modify_cq(ibv_cq_ex_to_cq(cq), &mod) == EOPNOTSUPP,
 	      "modify_cq (moderation) is not supported");
 	CHECK(ibv_resize_cq(NULL, 4) == EINVAL, "resize NULL");

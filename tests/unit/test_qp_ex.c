@@ -101,7 +101,8 @@ static bool no_wc(struct ibv_cq *cq)
 
 	while (ms_now() < end)
 		if (ibv_poll_cq(cq, 1, &wc) > 0) {
-			printf("  unexpected completion wr_id %llu\n", (unsigned long long)wc.wr_id);
+			printf("  unexpected completion wr_id %llu\n",
+			       (unsigned long long)wc.wr_id);
 			return false;
 		}
 	return true;
@@ -126,8 +127,7 @@ static void test_ops(void)
 	qclassic = make_qp(A.pd, A.cq, A.cq, 0, 0);
 	CHECK(qclassic && !ibv_qp_to_qp_ex(qclassic), "create_qp_ex without SEND_OPS_FLAGS");
 	ibv_destroy_qp(qclassic);
-	CHECK(!ibv_query_qp(qa, &qattr, IBV_QP_CAP, &qinit) &&
-		      qinit.cap.max_inline_data == 256,
+	CHECK(!ibv_query_qp(qa, &qattr, IBV_QP_CAP, &qinit) && qinit.cap.max_inline_data == 256,
 	      "query_qp of an extended QP");
 	if (!x)
 		exit(1);
@@ -148,9 +148,9 @@ static void test_ops(void)
 
 	/* SEND_WITH_IMM with an SGE list, solicited */
 	{
-		struct ibv_sge sl[3] = { { (uintptr_t)la + 10, 100, lk },
-					 { (uintptr_t)la + 5000, 1, lk },
-					 { (uintptr_t)la + 9000, 2500, lk } };
+		struct ibv_sge sl[3] = {{(uintptr_t)la + 10, 100, lk},
+					{(uintptr_t)la + 5000, 1, lk},
+					{(uintptr_t)la + 9000, 2500, lk}};
 
 		CHECK(!post_recv(qb, 1001, lb + 100000, 8192, B.mr->lkey), "recv");
 		ibv_wr_start(x);
@@ -161,11 +161,11 @@ static void test_ops(void)
 		CHECK(!ibv_wr_complete(x), "SEND_IMM complete");
 		CHECK(expect_wc(A.cq, 2, IBV_WC_SUCCESS, IBV_WC_SEND, NULL), "SEND_IMM completion");
 		CHECK(expect_wc(B.cq, 1001, IBV_WC_SUCCESS, IBV_WC_RECV, &wc) &&
-			      wc.byte_len == 2601 && (wc.wc_flags & IBV_WC_WITH_IMM) &&
-			      wc.imm_data == htobe32(0xfeedbeef),
+			  wc.byte_len == 2601 && (wc.wc_flags & IBV_WC_WITH_IMM) &&
+			  wc.imm_data == htobe32(0xfeedbeef),
 		      "SEND_IMM received");
 		CHECK(!memcmp(lb + 100000, la + 10, 100) && lb[100100] == la[5000] &&
-			      !memcmp(lb + 100101, la + 9000, 2500),
+			  !memcmp(lb + 100101, la + 9000, 2500),
 		      "SEND_IMM gathered data");
 	}
 
@@ -190,7 +190,7 @@ static void test_ops(void)
 	/* RDMA WRITE with an inline list, and a lkey that is not checked */
 	{
 		char p1[] = "uroce ", p2[] = "inline ", p3[] = "list";
-		struct ibv_data_buf bl[3] = { { p1, 6 }, { p2, 7 }, { p3, 4 } };
+		struct ibv_data_buf bl[3] = {{p1, 6}, {p2, 7}, {p3, 4}};
 
 		ibv_wr_start(x);
 		x->wr_id = 4;
@@ -213,14 +213,14 @@ static void test_ops(void)
 	CHECK(!ibv_wr_complete(x), "WRITE_IMM complete");
 	CHECK(expect_wc(A.cq, 5, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL), "WRITE_IMM completion");
 	CHECK(expect_wc(B.cq, 1002, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, &wc) &&
-		      wc.imm_data == htobe32(77) && wc.byte_len == 70000,
+		  wc.imm_data == htobe32(77) && wc.byte_len == 70000,
 	      "WRITE_IMM received: len %u", wc.byte_len);
 	CHECK(!memcmp(lb + 300000, la + 1, 70000), "WRITE_IMM data");
 
 	/* RDMA READ into an SGE list */
 	{
-		struct ibv_sge sl[2] = { { (uintptr_t)la + 600000, 1000, lk },
-					 { (uintptr_t)la + 700000, 9000, lk } };
+		struct ibv_sge sl[2] = {{(uintptr_t)la + 600000, 1000, lk},
+					{(uintptr_t)la + 700000, 9000, lk}};
 
 		fill(lb + 400000, 10000, 11);
 		ibv_wr_start(x);
@@ -230,10 +230,10 @@ static void test_ops(void)
 		ibv_wr_set_sge_list(x, 2, sl);
 		CHECK(!ibv_wr_complete(x), "READ complete");
 		CHECK(expect_wc(A.cq, 6, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, &wc) &&
-			      wc.byte_len == 10000,
+			  wc.byte_len == 10000,
 		      "READ completion");
 		CHECK(!memcmp(la + 600000, lb + 400000, 1000) &&
-			      !memcmp(la + 700000, lb + 401000, 9000),
+			  !memcmp(la + 700000, lb + 401000, 9000),
 		      "READ data");
 	}
 
@@ -253,7 +253,7 @@ static void test_ops(void)
 	ibv_wr_set_sge(x, lk, (uintptr_t)la + 40000, 64);
 	CHECK(!ibv_wr_complete(x), "batch complete");
 	CHECK(expect_wc(A.cq, 13, IBV_WC_SUCCESS, IBV_WC_SEND, NULL), "batch: only the last "
-									"signals");
+								      "signals");
 	CHECK(expect_wc(B.cq, 1003, IBV_WC_SUCCESS, IBV_WC_RECV, NULL), "batch SEND received");
 	for (int i = 0; i < 3; i++)
 		CHECK(!memcmp(lb + 500000 + 10000 * i, la + 1000 * i, 5000), "batch WRITE %d", i);
@@ -277,7 +277,7 @@ static void test_ops(void)
 	ibv_wr_set_sge(x, lk, (uintptr_t)la, 100);
 	CHECK(!ibv_wr_complete(x), "after abort");
 	CHECK(expect_wc(A.cq, 21, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL) &&
-		      !memcmp(lb + 800000, la, 100),
+		  !memcmp(lb + 800000, la, 100),
 	      "WRITE after abort");
 
 	unpair(qa, qb);
@@ -299,7 +299,7 @@ static void test_errors(void)
 	uint8_t *la = A.buf, *lb = B.buf;
 	uint64_t rb = (uintptr_t)lb;
 	uint32_t lk = A.mr->lkey, rk = B.mr->rkey;
-	uint8_t big[512] = { 0 };
+	uint8_t big[512] = {0};
 
 	/* a QP with SEND only */
 	if (!pair(&qa, &qb, IBV_QP_EX_WITH_SEND))
@@ -326,7 +326,7 @@ static void test_errors(void)
 		struct ibv_sge sl[5];
 
 		for (int i = 0; i < 5; i++)
-			sl[i] = (struct ibv_sge){ (uintptr_t)la + 100 * (uint64_t)i, 10, lk };
+			sl[i] = (struct ibv_sge){(uintptr_t)la + 100 * (uint64_t)i, 10, lk};
 		ibv_wr_set_sge_list(x, 5, sl); /* max_send_sge is 4 */
 	}
 	expect_refused(x, EINVAL, "second WR has too many SGEs");
@@ -357,7 +357,7 @@ static void test_errors(void)
 
 	/* operations uroce does not carry fail as ibv_post_send fails them */
 	{
-		struct ibv_send_wr wr = { .wr_id = 99, .opcode = IBV_WR_LOCAL_INV }, *bad;
+		struct ibv_send_wr wr = {.wr_id = 99, .opcode = IBV_WR_LOCAL_INV}, *bad;
 		int classic;
 
 		wr.invalidate_rkey = 0x1234;
@@ -407,15 +407,17 @@ static void test_errors(void)
 #define TRY_QP(what, expect_errno, mask, ops, flags)                                               \
 	do {                                                                                       \
 		struct ibv_qp_init_attr_ex ia = {                                                  \
-			.send_cq = A.cq,                                                           \
-			.recv_cq = A.cq,                                                           \
-			.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,            \
-				 .max_recv_sge = 1 },                                              \
-			.qp_type = IBV_QPT_RC,                                                     \
-			.comp_mask = IBV_QP_INIT_ATTR_PD | (mask),                                 \
-			.pd = A.pd,                                                                \
-			.send_ops_flags = (ops),                                                   \
-			.create_flags = (flags),                                                   \
+		    .send_cq = A.cq,                                                               \
+		    .recv_cq = A.cq,                                                               \
+		    .cap = {.max_send_wr = 4,                                                      \
+			    .max_recv_wr = 4,                                                      \
+			    .max_send_sge = 1,                                                     \
+			    .max_recv_sge = 1},                                                    \
+		    .qp_type = IBV_QPT_RC,                                                         \
+		    .comp_mask = IBV_QP_INIT_ATTR_PD | (mask),                                     \
+		    .pd = A.pd,                                                                    \
+		    .send_ops_flags = (ops),                                                       \
+		    .create_flags = (flags),                                                       \
 		};                                                                                 \
 		struct ibv_qp *q;                                                                  \
                                                                                                    \
@@ -435,7 +437,8 @@ static void test_errors(void)
 	       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD, 0);
 	TRY_QP("LOCAL_INV op", EOPNOTSUPP, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
 	       IBV_QP_EX_WITH_LOCAL_INV, 0);
-	TRY_QP("BIND_MW op", EOPNOTSUPP, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, IBV_QP_EX_WITH_BIND_MW, 0);
+	TRY_QP("BIND_MW op", EOPNOTSUPP, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, IBV_QP_EX_WITH_BIND_MW,
+	       0);
 	TRY_QP("SEND_WITH_INV op", EOPNOTSUPP, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
 	       IBV_QP_EX_WITH_SEND_WITH_INV, 0);
 	TRY_QP("TSO op", EOPNOTSUPP, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, IBV_QP_EX_WITH_TSO, 0);
@@ -453,14 +456,16 @@ static void test_errors(void)
 #undef TRY_QP
 	{
 		struct ibv_qp_init_attr_ex ia = {
-			.send_cq = A.cq,
-			.recv_cq = A.cq,
-			.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
-				 .max_recv_sge = 1 },
-			.qp_type = IBV_QPT_UD,
-			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-			.pd = A.pd,
-			.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE,
+		    .send_cq = A.cq,
+		    .recv_cq = A.cq,
+		    .cap = {.max_send_wr = 4,
+			    .max_recv_wr = 4,
+			    .max_send_sge = 1,
+			    .max_recv_sge = 1},
+		    .qp_type = IBV_QPT_UD,
+		    .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		    .pd = A.pd,
+		    .send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE,
 		};
 		struct ibv_qp *q;
 
@@ -562,8 +567,8 @@ static void test_rereg(void)
 		  0, 0);
 	TRY_REREG("translation to unmapped memory", EFAULT, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
 		  hole, 8192, 0);
-	TRY_REREG("access without CHANGE_ACCESS", EINVAL, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
-		  m1, len, IBV_ACCESS_LOCAL_WRITE);
+	TRY_REREG("access without CHANGE_ACCESS", EINVAL, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, m1,
+		  len, IBV_ACCESS_LOCAL_WRITE);
 	TRY_REREG("CHANGE_PD without a PD", EINVAL, IBV_REREG_MR_CHANGE_PD, NULL, NULL, 0, 0);
 	TRY_REREG("CHANGE_PD to another context's PD", EINVAL, IBV_REREG_MR_CHANGE_PD, A.pd, NULL,
 		  0, 0);
@@ -573,7 +578,7 @@ static void test_rereg(void)
 		  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
 #undef TRY_REREG
 	CHECK(ibv_rereg_mr(NULL, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, 0) ==
-		      IBV_REREG_MR_ERR_INPUT,
+		  IBV_REREG_MR_ERR_INPUT,
 	      "rereg NULL");
 	CHECK(mr->addr == m2 && mr->rkey == key, "refused rereg leave the MR");
 	fill(A.buf, len, 45);
@@ -611,10 +616,10 @@ static void test_rereg(void)
 	/* all three at once, back to B.pd and m1 */
 	ret = ibv_rereg_mr(mr,
 			   IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
-				   IBV_REREG_MR_CHANGE_ACCESS,
+			       IBV_REREG_MR_CHANGE_ACCESS,
 			   B.pd, m1, 4096, FULL_ACCESS);
-	CHECK(ret == 0 && mr->pd == B.pd && mr->addr == m1 && mr->length == 4096,
-	      "all flags: %d", ret);
+	CHECK(ret == 0 && mr->pd == B.pd && mr->addr == m1 && mr->length == 4096, "all flags: %d",
+	      ret);
 	CHECK(atomic_load(&to_upd(pd2)->refs) == 1, "pd2 refs: its QP only");
 	unpair(qa, qb);
 	CHECK(!ibv_dealloc_pd(pd2), "pd2 free again");

@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Turn bench/run.sh's OUT/points.tsv into OUT/results.md, OUT/results.json
+and OUT/bench.png.
+
+    report.py OUT_DIR
+
+points.tsv has one row per measurement: tool, test, variant, size, rep,
+metric, value, status (ok / fail / n/a), note. Rep 0 is the size sweep; reps
+1..N are the interleaved repetitions of the key points, whose medians are the
+numbers the targets are judged on.
+"""
+import csv
+import json
+import math
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/out")
+KEY_BW, KEY_LAT, ATOMIC = 65536, 2, 8
+
+
+def load():
+    rows = []
+    with open(OUT / "points.tsv", newline="") as f:
+        for r in csv.DictReader(f, delimiter="\t"):
+            r["size"] = int(r["size"])
+            r["rep"] = int(r["rep"])
+            r["value"] = float(r["value"]) if r["value"] not in ("", None) else None
+            rows.append(r)
+    meta = {}
+    mf = OUT / "meta.txt"
+    if mf.exists():
+        for line in mf.read_text().splitlines():
+            if ": " in line:
+                k, v = line.split(": ", 1)
+                meta[k.strip()] = v.strip()
+    return rows, meta
+
+
+ROWS, META = load()
+IDX = defaultdict(list)
+for r in ROWS:
+    IDX[(r["tool"], r["test"], r["variant"], r["size"], r["metric"])].append(r)
+
+
+class Point:
+    """A measured point: the median of its ok values, or why it has none."""
+
+    def __init__(self, rows):
+        self.values = [r["value"] for r in rows if r["status"] == "ok" and r["value"] is not None]
+        self.statuses = [r["status"] for r in rows]
+        self.notes = sorted({r["note"] for r in rows if r["note"]})
+
+    @property
+    def ok(self):
+        return bool(self.values)
+
+    @property
+    def median(self):
+        return statistics.median(self.values) if self.values else None
+
+    @property
+    def status(self):
+        if self.values:
+            return "ok"
+        if not self.statuses:
+            return "missing"
+        return "n/a" if "n/a" in self.statuses else "fail"
+
+    def json(self):
+        return {
+            "median": self.median,
+            "values": self.values,
+            "status": self.status,
+            "n": len(self.statuses),
+            "notes": self.notes,
+        }
+
+
+def point(tool, test, variant, size, metric, key=True):
+    """key=True: the repetitions (reps >= 1), or the sweep if there are none.
+    key=False: the sweep (rep 0), or the repetitions if the sweep lacks it."""
+    rows = IDX.get((tool, test, variant, size, metric), [])
+    reps = [r for r in rows if r["rep"] >= 1]
+    sweep = [r for r in rows if r["rep"] == 0]
+    first, second = (reps, sweep) if key else (sweep, reps)
+    return Point(first if first else second)
+
+
+def fmt(v, metric):
+    if v is None:
+        return "-"
+    if metric == "bw_MBps":
+        return f"{v:,.0f}" if v >= 100 else f"{v:.2f}" if v < 10 else f"{v:.1f}"
+    if metric == "cpu_s_per_GB":
+        return f"{v:.2f}"
+    return f"{v:.2f}" if v < 100 else f"{v:,.0f}"
+
+
+def cell(p, metric, spread=False):
+    if not p.ok:
+        return p.status
+    s = fmt(p.median, metric)
+    if spread and len(p.values) > 1:
+        s += f" ({fmt(min(p.values), metric)}-{fmt(max(p.values), metric)})"
+    return s
+
+
+def size_label(s):
+    if s >= 1 << 20 and s % (1 << 20) == 0:
+        return f"{s >> 20} MiB"
+    if s >= 1024 and s % 1024 == 0:
+        return f"{s >> 10} KiB"
+    return f"{s} B"
+
+
+# ---- targets ---------------------------------------------------------------------
+
+TARGETS = [
+    # name, numerator, denominator, op, goal, metric
+    ("ib_write_bw 64 KiB / qperf tcp_bw 64 KiB",
+     ("uroce", "ib_write_bw", "rc", KEY_BW), ("qperf", "tcp_bw", "lo", KEY_BW), ">=", 1.0, "bw_MBps"),
+    ("ib_send_bw 64 KiB / qperf tcp_bw 64 KiB",
+     ("uroce", "ib_send_bw", "rc", KEY_BW), ("qperf", "tcp_bw", "lo", KEY_BW), ">=", 1.0, "bw_MBps"),
+    ("ib_send_lat 2 B t_typical / busy-poll UDP one-way 2 B",
+     ("uroce", "ib_send_lat", "rc", KEY_LAT), ("udp_pingpong", "busy_poll", "lo", KEY_LAT), "<=", 1.5, "lat_us"),
+    ("ib_write_lat 2 B t_typical / busy-poll UDP one-way 2 B",
+     ("uroce", "ib_write_lat", "rc", KEY_LAT), ("udp_pingpong", "busy_poll", "lo", KEY_LAT), "<=", 1.5, "lat_us"),
+    ("ib_read_lat 2 B t_typical (a round trip) / busy-poll UDP one-way 2 B",
+     ("uroce", "ib_read_lat", "rc", KEY_LAT), ("udp_pingpong", "busy_poll", "lo", KEY_LAT), "<=", 1.5, "lat_us"),
+    ("ib_atomic_lat 8 B t_typical (a round trip) / busy-poll UDP one-way 2 B",
+     ("uroce", "ib_atomic_lat", "rc", ATOMIC), ("udp_pingpong", "busy_poll", "lo", KEY_LAT), "<=", 1.5, "lat_us"),
+    ("ib_write_bw 64 KiB: 8 QPs / 1 QP",
+     ("uroce", "ib_write_bw", "rc_q8", KEY_BW), ("uroce", "ib_write_bw", "rc", KEY_BW), ">=", 0.9, "bw_MBps"),
+    ("veth: ib_write_bw 64 KiB / qperf tcp_bw 64 KiB",
+     ("uroce", "ib_write_bw", "veth", KEY_BW), ("qperf", "tcp_bw", "veth", KEY_BW), ">=", 1.0, "bw_MBps"),
+]
+
+# Context rows: no target, but they belong next to the targets.
+CONTEXT = [
+    ("CPU s/GB: uroce ib_write_bw / qperf tcp_bw, 64 KiB (lower is better)",
+     ("uroce", "cpu_per_GB", "write_bw", KEY_BW), ("qperf", "cpu_per_GB", "tcp_bw", KEY_BW), "cpu_s_per_GB"),
+    ("UD ib_send_lat 2 B / busy-poll UDP 2 B",
+     ("uroce", "ib_send_lat", "ud", KEY_LAT), ("udp_pingpong", "busy_poll", "lo", KEY_LAT), "lat_us"),
+    ("ib_write_bw 64 KiB / ucx_perftest tag_bw (UCX tcp) 64 KiB",
+     ("uroce", "ib_write_bw", "rc", KEY_BW), ("ucx", "tag_bw", "tcp", KEY_BW), "bw_MBps"),
+    ("ib_send_lat 2 B / ucx_perftest tag_lat (UCX tcp) 2 B",
+     ("uroce", "ib_send_lat", "rc", KEY_LAT), ("ucx", "tag_lat", "tcp", KEY_LAT), "lat_us"),
+    ("ib_send_lat 2 B / qperf udp_lat 2 B (blocking sockets)",
+     ("uroce", "ib_send_lat", "rc", KEY_LAT), ("qperf", "udp_lat", "lo", KEY_LAT), "lat_us"),
+    ("ib_write_bw 64 KiB / memcpy 64 KiB (in cache)",
+     ("uroce", "ib_write_bw", "rc", KEY_BW), ("memcpy", "memcpy", "hot", KEY_BW), "bw_MBps"),
+]
+
+NAMES = {
+    ("uroce", "ib_write_bw", "rc"): "uroce ib_write_bw",
+    ("uroce", "ib_write_bw", "rc_q8"): "uroce ib_write_bw -q 8",
+    ("uroce", "ib_send_bw", "rc"): "uroce ib_send_bw",
+    ("uroce", "ib_read_bw", "rc"): "uroce ib_read_bw",
+    ("uroce", "ib_send_bw", "ud"): "uroce ib_send_bw -c UD",
+    ("uroce", "ib_write_bw", "veth"): "uroce ib_write_bw (veth)",
+    ("qperf", "tcp_bw", "lo"): "qperf tcp_bw",
+    ("qperf", "tcp_bw", "veth"): "qperf tcp_bw (veth)",
+    ("ucx", "tag_bw", "tcp"): "ucx_perftest tag_bw (tcp)",
+    ("memcpy", "memcpy", "hot"): "memcpy (in cache)",
+    ("memcpy", "memcpy", "stream"): "memcpy (DRAM)",
+    ("uroce", "ib_send_lat", "rc"): "uroce ib_send_lat",
+    ("uroce", "ib_write_lat", "rc"): "uroce ib_write_lat",
+    ("uroce", "ib_read_lat", "rc"): "uroce ib_read_lat (RTT)",
+    ("uroce", "ib_atomic_lat", "rc"): "uroce ib_atomic_lat (RTT)",
+    ("uroce", "ib_send_lat", "ud"): "uroce ib_send_lat -c UD",
+    ("udp_pingpong", "busy_poll", "lo"): "busy-poll UDP (udp_pingpong)",
+    ("qperf", "udp_lat", "lo"): "qperf udp_lat",
+    ("qperf", "tcp_lat", "lo"): "qperf tcp_lat",
+    ("ucx", "tag_lat", "tcp"): "ucx_perftest tag_lat (tcp)",
+}
+
+
+def judge(num, den, op, goal):
+    if not num.ok:
+        return None, num.status
+    if not den.ok:
+        return None, f"peer {den.status}"
+    r = num.median / den.median
+    ok = r >= goal if op == ">=" else r <= goal
+    return r, "PASS" if ok else "MISS"
+
+
+def main():
+    md, js = [], {"meta": META, "targets": [], "context": [], "sweeps": {}, "points": []}
+    md.append("# uroce benchmark results\n")
+    md.append(
+        f"{META.get('date', '?')} - {META.get('mode', '?')} run, {META.get('reps', '?')} reps of the key points "
+        f"(medians; min-max in parentheses), {META.get('duration_s', '?')} s. "
+        f"uroce {META.get('uroce_commit', '?')}; kernel {META.get('kernel', '?')}; {META.get('cpu', '?')}; "
+        f"load average {META.get('loadavg_start', '?')} at the start, {META.get('loadavg_end', '?')} at the end "
+        "(shared machine: compare ratios, not absolute numbers, across runs).\n"
+    )
+    md.append("Bandwidth in MB/s (10^6 B/s; perftest's and UCX's MiB/s converted). Latency in microseconds, "
+              "one-way (half a round trip) except ib_read_lat and ib_atomic_lat, which perftest reports as the full "
+              "round trip an RDMA READ or atomic is.\n")
+
+    md.append("## Targets\n")
+    md.append("| ratio | uroce | peer | ratio | target | verdict |")
+    md.append("|---|---:|---:|---:|---:|---|")
+    for name, a, b, op, goal, metric in TARGETS:
+        num, den = point(*a, metric), point(*b, metric)
+        r, verdict = judge(num, den, op, goal)
+        md.append(f"| {name} | {cell(num, metric, True)} | {cell(den, metric, True)} | "
+                  f"{'-' if r is None else f'{r:.2f}'} | {op} {goal} | {verdict} |")
+        js["targets"].append({"name": name, "metric": metric, "uroce": num.json(), "peer": den.json(),
+                              "ratio": r, "op": op, "target": goal, "verdict": verdict})
+    md.append("")
+    md.append("Context (no target):\n")
+    md.append("| ratio | uroce | peer | ratio |")
+    md.append("|---|---:|---:|---:|")
+    for name, a, b, metric in CONTEXT:
+        num, den = point(*a, metric), point(*b, metric)
+        r = num.median / den.median if num.ok and den.ok else None
+        md.append(f"| {name} | {cell(num, metric, True)} | {cell(den, metric, True)} | "
+                  f"{'-' if r is None else f'{r:.2f}'} |")
+        js["context"].append({"name": name, "metric": metric, "uroce": num.json(), "peer": den.json(), "ratio": r})
+    md.append("")
+
+    # key absolute numbers with tails
+    md.append("## Key points (medians of the reps)\n")
+    md.append("| measurement | median | p99 (latency) | all reps |")
+    md.append("|---|---:|---:|---|")
+    key_rows = [
+        (("uroce", "ib_write_bw", "rc", KEY_BW), "bw_MBps"),
+        (("uroce", "ib_write_bw", "rc_q8", KEY_BW), "bw_MBps"),
+        (("uroce", "ib_send_bw", "rc", KEY_BW), "bw_MBps"),
+        (("qperf", "tcp_bw", "lo", KEY_BW), "bw_MBps"),
+        (("uroce", "ib_send_bw", "ud", KEY_LAT), "bw_MBps"),
+        (("uroce", "ib_write_bw", "veth", KEY_BW), "bw_MBps"),
+        (("qperf", "tcp_bw", "veth", KEY_BW), "bw_MBps"),
+        (("uroce", "ib_send_lat", "rc", KEY_LAT), "lat_us"),
+        (("uroce", "ib_write_lat", "rc", KEY_LAT), "lat_us"),
+        (("uroce", "ib_read_lat", "rc", KEY_LAT), "lat_us"),
+        (("uroce", "ib_atomic_lat", "rc", ATOMIC), "lat_us"),
+        (("uroce", "ib_send_lat", "ud", KEY_LAT), "lat_us"),
+        (("udp_pingpong", "busy_poll", "lo", KEY_LAT), "lat_us"),
+        (("qperf", "udp_lat", "lo", KEY_LAT), "lat_us"),
+        (("qperf", "tcp_lat", "lo", KEY_LAT), "lat_us"),
+        (("uroce", "cpu_per_GB", "write_bw", KEY_BW), "cpu_s_per_GB"),
+        (("qperf", "cpu_per_GB", "tcp_bw", KEY_BW), "cpu_s_per_GB"),
+    ]
+    for k, metric in key_rows:
+        p = point(*k, metric)
+        unit = {"bw_MBps": "MB/s", "lat_us": "us", "cpu_s_per_GB": "CPU s/GB"}[metric]
+        name = NAMES.get(k[:3], f"{k[0]} {k[1]} {k[2]}") + f" {size_label(k[3])} [{unit}]"
+        p99 = point(*k, "p99_us") if metric == "lat_us" else None
+        allv = ", ".join(fmt(v, metric) for v in p.values) if p.ok else p.status
+        md.append(f"| {name} | {cell(p, metric)} | {cell(p99, 'lat_us') if p99 and p99.ok else '-'} | {allv} |")
+        js["points"].append({"key": list(k), "metric": metric, **p.json()})
+    md.append("")
+
+    # sweeps
+    def sweep_table(title, metric, series, sizes):
+        md.append(f"## {title}\n")
+        cols = [s for s in series if any(point(*s, z, metric, key=False).statuses for z in sizes)]
+        md.append("| size | " + " | ".join(NAMES.get(c, " ".join(c)) for c in cols) + " |")
+        md.append("|---:|" + "---:|" * len(cols))
+        data = {}
+        for z in sizes:
+            cells = []
+            for c in cols:
+                p = point(*c, z, metric, key=False)
+                cells.append(cell(p, metric) if p.statuses else "")
+                data.setdefault(" ".join(c), {})[z] = p.median if p.ok else p.status
+            md.append(f"| {size_label(z)} | " + " | ".join(cells) + " |")
+        md.append("")
+        js["sweeps"][title] = data
+        return cols
+
+    def sizes_of(metric, tools):
+        return sorted({r["size"] for r in ROWS if r["metric"] == metric and r["tool"] in tools and r["rep"] == 0})
+
+    BW_SERIES = [("uroce", "ib_write_bw", "rc"), ("uroce", "ib_write_bw", "rc_q8"), ("uroce", "ib_send_bw", "rc"),
+                 ("uroce", "ib_read_bw", "rc"), ("uroce", "ib_send_bw", "ud"), ("qperf", "tcp_bw", "lo"),
+                 ("ucx", "tag_bw", "tcp"), ("memcpy", "memcpy", "hot"), ("memcpy", "memcpy", "stream")]
+    LAT_SERIES = [("uroce", "ib_send_lat", "rc"), ("uroce", "ib_write_lat", "rc"), ("uroce", "ib_read_lat", "rc"),
+                  ("uroce", "ib_atomic_lat", "rc"), ("uroce", "ib_send_lat", "ud"),
+                  ("udp_pingpong", "busy_poll", "lo"), ("qperf", "udp_lat", "lo"), ("qperf", "tcp_lat", "lo"),
+                  ("ucx", "tag_lat", "tcp")]
+    bw_sizes = sizes_of("bw_MBps", {"uroce", "qperf", "ucx", "memcpy"})
+    lat_sizes = sizes_of("lat_us", {"uroce", "qperf", "ucx", "udp_pingpong"})
+    sweep_table("Bandwidth vs size (MB/s, one run per point)", "bw_MBps", BW_SERIES, bw_sizes)
+    sweep_table("Latency vs size (us, t_typical / median, one run per point)", "lat_us", LAT_SERIES, lat_sizes)
+    sweep_table("Latency tail vs size (us, p99)", "p99_us",
+                [s for s in LAT_SERIES if s[0] in ("uroce", "udp_pingpong")], lat_sizes)
+
+    md.append("Raw outputs of every run: `raw/`; every number: `points.tsv`; plot: `bench.png`.\n")
+    (OUT / "results.md").write_text("\n".join(md))
+    js["all_points"] = [{k: r[k] for k in ("tool", "test", "variant", "size", "rep", "metric", "value", "status", "note")}
+                        for r in ROWS]
+    (OUT / "results.json").write_text(json.dumps(js, indent=1))
+    plot(BW_SERIES, LAT_SERIES, bw_sizes, lat_sizes)
+
+
+def plot(bw_series, lat_series, bw_sizes, lat_sizes):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as e:  # the tables matter more than the picture
+        print(f"report.py: no matplotlib ({e}); bench.png not written", file=sys.stderr)
+        return
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6))
+
+    def draw(ax, series, sizes, metric):
+        for s in series:
+            xs, ys = [], []
+            for z in sizes:
+                p = point(*s, z, metric, key=False)
+                if p.ok and p.median > 0:
+                    xs.append(z)
+                    ys.append(p.median)
+            if not xs:
+                continue
+            name = NAMES.get(s, " ".join(s))
+            style = "-o" if s[0] == "uroce" else "--s" if s[0] in ("qperf", "ucx") else ":^"
+            ax.plot(xs, ys, style, label=name, markersize=4, linewidth=2 if s[0] == "uroce" else 1.3)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_xlabel("message size (bytes)")
+
+    draw(ax1, bw_series, bw_sizes, "bw_MBps")
+    ax1.set_ylabel("bandwidth (MB/s, 10^6 B/s)")
+    ax1.set_title("Bandwidth vs size (loopback)")
+    draw(ax2, lat_series, lat_sizes, "lat_us")
+    ax2.set_ylabel("latency (us): one-way; READ/atomic: round trip")
+    ax2.set_title("Latency vs size (loopback, t_typical / median)")
+    fig.suptitle(f"uroce vs peers - {META.get('date', '')} ({META.get('mode', '')}), "
+                 f"load {META.get('loadavg_start', '?')}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(OUT / "bench.png", dpi=110)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,647 @@
+#!/usr/bin/env bash
+# bench/run.sh - measure uroce side by side with its peers, in one run.
+#
+#   bench/run.sh [--quick] [--out DIR] [--reps N] [options]
+#
+# uroce (unmodified perftest through `uroce run`, loopback and a veth pair
+# between two network namespaces) against qperf TCP/UDP, a busy-poll UDP
+# ping-pong (bench/udp_pingpong.c), memcpy (bench/memcpy_bw.c) and, when
+# installed, ucx_perftest over UCX's tcp transport. Writes OUT/results.md,
+# OUT/results.json, OUT/bench.png, OUT/points.tsv (every measurement) and
+# OUT/raw/ (every program's output). See bench/README.md.
+#
+# Every process runs under `timeout`; a run that fails or hangs is recorded
+# as "fail" (or "n/a" for what uroce reports as unsupported) and the suite
+# goes on.
+set -uo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$BENCH_DIR/.." && pwd)
+
+usage() {
+	cat <<EOF
+usage: bench/run.sh [--quick] [--out DIR] [--reps N] [options]
+
+  --quick          reduced matrix (a few sizes, 2 reps), under 3 minutes
+  --out DIR        output directory (default: bench/out)
+  --reps N         repetitions of the key points; medians are reported (default 3)
+  --build DIR      where to build uroce (Release) (default: build-bench/ in the repo)
+  --uroce PATH     use this 'uroce' launcher and do not build
+  --no-install     do not apt-get install missing tools (matplotlib, ucx-utils)
+  --no-veth        skip the network-namespace/veth part (needs root)
+  --no-ucx         skip ucx_perftest
+  -h, --help       this text
+EOF
+}
+
+QUICK=0
+OUT=$BENCH_DIR/out
+REPS=""
+BUILD=$REPO/build-bench
+UROCE=""
+INSTALL=1
+VETH=1
+UCX=1
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--quick) QUICK=1 ;;
+	--out) OUT=$2; shift ;;
+	--out=*) OUT=${1#*=} ;;
+	--reps) REPS=$2; shift ;;
+	--reps=*) REPS=${1#*=} ;;
+	--build) BUILD=$2; shift ;;
+	--uroce) UROCE=$2; shift ;;
+	--no-install) INSTALL=0 ;;
+	--no-veth) VETH=0 ;;
+	--no-ucx) UCX=0 ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+	esac
+	shift
+done
+[[ -n $REPS ]] || REPS=$((QUICK ? 2 : 3))
+[[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --reps wants a positive integer" >&2; exit 2; }
+
+mkdir -p "$OUT" || exit 2
+OUT=$(cd "$OUT" && pwd)
+RAW=$OUT/raw
+rm -rf "$RAW"
+mkdir -p "$RAW"
+PTS=$OUT/points.tsv
+printf 'tool\ttest\tvariant\tsize\trep\tmetric\tvalue\tstatus\tnote\n' >"$PTS"
+T0=$SECONDS
+
+# ---- the matrix ----------------------------------------------------------------
+
+KEY_BW=65536 # the size of every bandwidth target
+KEY_LAT=2    # the size of every latency target
+if ((QUICK)); then
+	BW_SIZES=(2 1024 65536 1048576)
+	LAT_SIZES=(2 1024 16384 65536)
+	UD_SIZES=(2)
+	LAT_ITERS=1000
+	PP_ITERS=5000
+	PERF_DUR=1
+	CPU_ITERS=4096 # 256 MiB at 64 KiB
+	CPU_TIME=2
+	Q8_SWEEP=0
+else
+	BW_SIZES=()
+	for ((s = 2; s <= 1048576; s *= 2)); do BW_SIZES+=("$s"); done
+	LAT_SIZES=()
+	for ((s = 2; s <= 65536; s *= 2)); do LAT_SIZES+=("$s"); done
+	UD_SIZES=(2 64 1024 4096)
+	LAT_ITERS=3000
+	PP_ITERS=10000
+	PERF_DUR=1
+	CPU_ITERS=8192 # 512 MiB at 64 KiB
+	CPU_TIME=3
+	Q8_SWEEP=1
+fi
+join() { local IFS=,; echo "$*"; }
+
+# ---- logging, bookkeeping ------------------------------------------------------
+
+log() { printf '[%4ds] %s\n' $((SECONDS - T0)) "$*" | tee -a "$OUT/run.log"; }
+
+# record TOOL TEST VARIANT SIZE REP METRIC VALUE STATUS [NOTE]
+record() {
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "${9-}" >>"$PTS"
+}
+
+# Background processes we started (each is a `timeout` leading its own
+# process group); the trap ends what is left of them.
+BG_PIDS=()
+kill_tree() { # PID: TERM then KILL the process group PID leads (or PID alone)
+	local pid=$1 i
+	kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
+	kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	return 0
+}
+NSA="" NSB=""
+cleanup() {
+	local pid
+	for pid in "${BG_PIDS[@]}"; do kill_tree "$pid"; done
+	BG_PIDS=()
+	if [[ -n $NSA ]]; then ip netns del "$NSA" 2>/dev/null; fi
+	if [[ -n $NSB ]]; then ip netns del "$NSB" 2>/dev/null; fi
+	NSA="" NSB=""
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM
+
+# wait until TCP port PORT listens (in netns NS if given); TIMEOUT_S
+wait_listen() {
+	local port=$1 ns=$2 tmo=${3:-10} i pre=()
+	[[ -n $ns ]] && pre=(ip netns exec "$ns")
+	for ((i = 0; i < tmo * 20; i++)); do
+		if "${pre[@]}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
+			return 0
+		fi
+		sleep 0.05
+	done
+	return 1
+}
+# the other side may need a moment to exit; then end it
+reap() { # PID GRACE_S
+	local pid=$1 grace=${2:-5} i
+	for ((i = 0; i < grace * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill_tree "$pid"
+	local keep=() p
+	for p in "${BG_PIDS[@]}"; do [[ $p == "$pid" ]] || keep+=("$p"); done
+	BG_PIDS=("${keep[@]}")
+}
+
+PORT=$((20000 + RANDOM % 10000))
+next_port() { # a TCP port below the ephemeral range that nothing listens on
+	local tries
+	for ((tries = 0; tries < 100; tries++)); do
+		PORT=$((PORT + 1))
+		((PORT > 32000)) && PORT=20000
+		ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . || return 0
+	done
+}
+
+# ---- setup: tools, build -------------------------------------------------------
+
+PY=/usr/bin/python3 # Debian's python, for python3-matplotlib
+[[ -x $PY ]] || PY=$(command -v python3)
+
+apt_install() { # best effort: PACKAGE...
+	((INSTALL)) || return 1
+	[[ $(id -u) -eq 0 ]] || return 1
+	command -v apt-get >/dev/null || return 1
+	log "installing $*"
+	DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q --no-install-recommends "$@" \
+		>>"$RAW/apt.log" 2>&1 && return 0
+	DEBIAN_FRONTEND=noninteractive timeout 300 apt-get update -q >>"$RAW/apt.log" 2>&1
+	DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q --no-install-recommends "$@" \
+		>>"$RAW/apt.log" 2>&1
+}
+
+need=()
+command -v ib_write_bw >/dev/null || need+=(perftest)
+command -v qperf >/dev/null || need+=(qperf)
+command -v cc >/dev/null || need+=(build-essential)
+command -v cmake >/dev/null || need+=(cmake)
+[[ -e /usr/include/infiniband/verbs.h ]] || need+=(libibverbs-dev)
+command -v ibv_devinfo >/dev/null || need+=(ibverbs-utils)
+command -v ss >/dev/null || need+=(iproute2)
+[[ -x /usr/bin/time ]] || need+=(time)
+"$PY" -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib)
+if ((UCX)) && ! command -v ucx_perftest >/dev/null; then need+=(ucx-utils); fi
+if [[ ${#need[@]} -gt 0 ]]; then
+	apt_install "${need[@]}" || log "could not install ${need[*]}: continuing without what is missing"
+fi
+for tool in ib_write_bw qperf cc ss; do
+	command -v "$tool" >/dev/null || { log "FATAL: $tool is missing"; exit 1; }
+done
+
+if [[ -z $UROCE ]]; then
+	log "building uroce (Release) in $BUILD"
+	if cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$RAW/build.log" 2>&1 &&
+		make -C "$BUILD" -j"$(nproc)" ibverbs >>"$RAW/build.log" 2>&1; then
+		:
+	elif [[ -e $BUILD/lib/libibverbs.so.1 ]]; then
+		log "WARNING: the build failed (see raw/build.log); using the library built before in $BUILD"
+	else
+		log "FATAL: the build failed and there is no earlier library: see $RAW/build.log"
+		tail -20 "$RAW/build.log"
+		exit 1
+	fi
+	UROCE=$BUILD/bin/uroce
+fi
+[[ -x $UROCE ]] || { log "FATAL: $UROCE is not executable"; exit 1; }
+
+cc -O2 -Wall -o "$OUT/udp_pingpong" "$BENCH_DIR/udp_pingpong.c" 2>"$RAW/cc.log" &&
+	cc -O2 -Wall -o "$OUT/memcpy_bw" "$BENCH_DIR/memcpy_bw.c" 2>>"$RAW/cc.log" ||
+	{ log "FATAL: cannot build the C helpers: $(cat "$RAW/cc.log")"; exit 1; }
+
+HAVE_UCX=0
+if ((UCX)) && command -v ucx_perftest >/dev/null; then HAVE_UCX=1; fi
+
+# The run's context: the machine is shared, so say how busy it was.
+{
+	echo "date: $(date -Is)"
+	echo "kernel: $(uname -r)"
+	echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo) x $(nproc)"
+	echo "loadavg_start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "uroce_commit: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)$(
+		[[ -n $(git -C "$REPO" status --porcelain -- src 2>/dev/null) ]] && echo ' (+ uncommitted changes in src/)')"
+	echo "perftest: $(dpkg-query -W -f='${Version}' perftest 2>/dev/null)"
+	echo "qperf: $(dpkg-query -W -f='${Version}' qperf 2>/dev/null)"
+	echo "ucx: $( ((HAVE_UCX)) && dpkg-query -W -f='${Version}' ucx-utils 2>/dev/null || echo none)"
+	echo "mode: $( ((QUICK)) && echo quick || echo full)"
+	echo "reps: $REPS"
+} >"$OUT/meta.txt"
+top -bn1 | head -20 >"$RAW/top_start.txt" 2>/dev/null
+"$UROCE" run ibv_devinfo -v -d uroce_lo >"$RAW/devinfo.txt" 2>&1
+ATOMIC_NONE=0
+grep -q 'atomic_cap:.*ATOMIC_NONE' "$RAW/devinfo.txt" && ATOMIC_NONE=1
+log "uroce: $UROCE; $(grep -E 'uroce_commit|loadavg' "$OUT/meta.txt" | tr '\n' ' ')"
+
+# ---- uroce through perftest --------------------------------------------------------
+
+# Context of the next pt_pair: loopback by default; the veth part changes it.
+PT_NS_SRV="" PT_NS_CLI="" PT_ENV=() PT_DEV=uroce_lo PT_ADDR=127.0.0.1 PT_CPU=0
+
+# pt_pair LABEL TMO PERFTEST_ARGS...: server and client; 0 if the client succeeded.
+# Leaves RAW/LABEL.srv and RAW/LABEL.cli (and .time files when PT_CPU=1).
+pt_pair() {
+	local label=$1 tmo=$2
+	shift 2
+	next_port
+	local port=$PORT base=$RAW/$label pre_s=() pre_c=() tw_s=() tw_c=() spid crc
+	[[ -n $PT_NS_SRV ]] && pre_s=(ip netns exec "$PT_NS_SRV")
+	[[ -n $PT_NS_CLI ]] && pre_c=(ip netns exec "$PT_NS_CLI")
+	pre_s+=(env "${PT_ENV[@]}")
+	pre_c+=(env "${PT_ENV[@]}")
+	if ((PT_CPU)); then
+		tw_s=(/usr/bin/time -f '%U %S %e' -o "$base.srv.time")
+		tw_c=(/usr/bin/time -f '%U %S %e' -o "$base.cli.time")
+	fi
+	echo "${pre_s[*]} timeout $tmo ${tw_s[*]} $UROCE run -- $* -d $PT_DEV -x 0 -p $port -F" >"$base.cmd"
+	"${pre_s[@]}" timeout -k 3 "$tmo" "${tw_s[@]}" "$UROCE" run -- "$@" -d "$PT_DEV" -x 0 -p "$port" -F \
+		</dev/null >"$base.srv" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	if ! wait_listen "$port" "$PT_NS_SRV" 10; then
+		echo "server did not listen on $port within 10 s" >"$base.cli"
+		reap "$spid" 0
+		return 1
+	fi
+	"${pre_c[@]}" timeout -k 3 "$tmo" "${tw_c[@]}" "$UROCE" run -- "$@" -d "$PT_DEV" -x 0 -p "$port" -F "$PT_ADDR" \
+		</dev/null >"$base.cli" 2>&1
+	crc=$?
+	((crc == 124 || crc == 137)) && echo "uroce-bench: client timed out after $tmo s" >>"$base.cli"
+	reap "$spid" 5
+	return $crc
+}
+
+# The first result row after perftest's "#bytes" header.
+pt_row() { awk 'f && $1 ~ /^[0-9]+$/ && NF >= 5 { print; exit } /#bytes/ { f = 1 }' "$1" 2>/dev/null; }
+
+# Why a run produced no number: "n/a" when uroce said it does not support it.
+pt_status() { # LABEL OPTIONAL(0/1)
+	local f=$RAW/$1
+	if (($2)) && grep -qiE 'Unable to create QP|Failed to create QP|not supported|Couldn.t create IB resources|EOPNOTSUPP|Operation not supported' "$f.cli" "$f.srv" 2>/dev/null; then
+		echo n/a
+	elif (($2)) && [[ $3 == atomic && $ATOMIC_NONE == 1 ]]; then
+		echo n/a
+	else
+		echo fail
+	fi
+}
+
+# uroce_bw TEST SIZE REP VARIANT [EXTRA perftest args]
+uroce_bw() {
+	local test=$1 size=$2 rep=$3 variant=$4
+	shift 4
+	local label="uroce_${test}_${variant}_${size}_r${rep}" row opt=0
+	[[ $variant == *ud* ]] && opt=1
+	pt_pair "$label" $((PERF_DUR + 30)) "$test" -s "$size" -D "$PERF_DUR" "$@"
+	row=$(pt_row "$RAW/$label.cli")
+	if [[ -n $row ]]; then
+		# perftest's MB/sec is MiB/s (format_factor 0x100000): report 10^6 B/s
+		record uroce "$test" "$variant" "$size" "$rep" bw_MBps \
+			"$(awk '{ printf "%.2f", $4 * 1.048576 }' <<<"$row")" ok
+	else
+		record uroce "$test" "$variant" "$size" "$rep" bw_MBps "" "$(pt_status "$label" $opt bw)" "raw/$label.cli"
+	fi
+}
+
+# uroce_lat TEST SIZE REP VARIANT [EXTRA perftest args]
+uroce_lat() {
+	local test=$1 size=$2 rep=$3 variant=$4
+	shift 4
+	local label="uroce_${test}_${variant}_${size}_r${rep}" row opt=0 kind=lat sz=(-s "$size")
+	[[ $variant == *ud* ]] && opt=1
+	if [[ $test == ib_atomic_lat ]]; then opt=1 kind=atomic sz=(); fi
+	pt_pair "$label" 60 "$test" "${sz[@]}" -n "$LAT_ITERS" "$@"
+	row=$(pt_row "$RAW/$label.cli")
+	if [[ -n $row ]]; then
+		# columns: bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9
+		record uroce "$test" "$variant" "$size" "$rep" lat_us "$(awk '{ print $5 }' <<<"$row")" ok
+		record uroce "$test" "$variant" "$size" "$rep" p99_us "$(awk '{ print $8 }' <<<"$row")" ok
+		record uroce "$test" "$variant" "$size" "$rep" avg_us "$(awk '{ print $6 }' <<<"$row")" ok
+	else
+		record uroce "$test" "$variant" "$size" "$rep" lat_us "" "$(pt_status "$label" $opt $kind)" "raw/$label.cli"
+	fi
+}
+
+# ---- peers -------------------------------------------------------------------------
+
+# qperf: one server in the background per section.
+QPERF_PID="" QPERF_PORT=""
+qperf_start() { # [NETNS]
+	local pre=()
+	[[ -n ${1-} ]] && pre=(ip netns exec "$1")
+	next_port
+	QPERF_PORT=$PORT
+	"${pre[@]}" timeout -k 3 3600 qperf -lp "$QPERF_PORT" </dev/null >"$RAW/qperf_server_$QPERF_PORT.log" 2>&1 &
+	QPERF_PID=$!
+	BG_PIDS+=("$QPERF_PID")
+	wait_listen "$QPERF_PORT" "${1-}" 10
+}
+qperf_stop() { [[ -n $QPERF_PID ]] && reap "$QPERF_PID" 0; QPERF_PID=""; }
+
+# qperf_run LABEL TIME SIZE TEST [HOST [NETNS]] -> prints value (MB/s or us) or nothing
+qperf_run() {
+	local label=$1 t=$2 size=$3 test=$4 host=${5:-127.0.0.1} pre=()
+	[[ -n ${6-} ]] && pre=(ip netns exec "$6")
+	"${pre[@]}" timeout -k 3 $((t + 20)) qperf "$host" -lp "$QPERF_PORT" -t "$t" -m "$size" -v "$test" \
+		</dev/null >"$RAW/$label" 2>&1
+	awk '
+		$1 == "bw" && $2 == "=" {
+			u = $4; v = $3
+			f = (u ~ /^GB/) ? 1e3 : (u ~ /^MB/) ? 1 : (u ~ /^KB/) ? 1e-3 : (u ~ /^B/) ? 1e-6 : 0
+			if (f && v > 0) printf "%.2f\n", v * f
+		}
+		$1 == "latency" && $2 == "=" {
+			u = $4; v = $3
+			f = (u == "ns") ? 1e-3 : (u == "us") ? 1 : (u == "ms") ? 1e3 : (u == "sec") ? 1e6 : 0
+			if (f && v > 0) printf "%.3f\n", v * f
+		}' "$RAW/$label"
+}
+qperf_point() { # TEST SIZE REP METRIC TIME
+	local v
+	v=$(qperf_run "qperf_$1_$2_r$3" "$5" "$2" "$1")
+	if [[ -n $v ]]; then
+		record qperf "$1" lo "$2" "$3" "$4" "$v" ok
+	elif [[ $1 == udp_lat && $2 -gt 65507 ]]; then
+		record qperf "$1" lo "$2" "$3" "$4" "" n/a "larger than a UDP datagram"
+	else
+		record qperf "$1" lo "$2" "$3" "$4" "" fail "raw/qperf_$1_$2_r$3"
+	fi
+}
+
+# busy-poll UDP ping-pong: SIZES(csv) REP ITERS
+pingpong() {
+	local sizes=$1 rep=$2 iters=$3 label="udp_pingpong_r$2_$(tr , _ <<<"$1" | cut -c1-40)" spid
+	next_port
+	timeout -k 3 120 "$OUT/udp_pingpong" server -b 127.0.0.1 -p "$PORT" -i 30 </dev/null >"$RAW/$label.srv" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	sleep 0.1
+	timeout -k 3 100 "$OUT/udp_pingpong" client -H 127.0.0.1 -p "$PORT" -s "$sizes" -n "$iters" -w 1000 -T 3 \
+		</dev/null >"$RAW/$label.cli" 2>&1
+	reap "$spid" 2
+	local s line
+	for s in ${sizes//,/ }; do
+		line=$(grep "^size=$s " "$RAW/$label.cli")
+		if [[ $line == *median_us=* ]]; then
+			record udp_pingpong busy_poll lo "$s" "$rep" lat_us "$(sed 's/.*median_us=\([^ ]*\).*/\1/' <<<"$line")" ok
+			record udp_pingpong busy_poll lo "$s" "$rep" p99_us "$(sed 's/.*p99_us=\([^ ]*\).*/\1/' <<<"$line")" ok
+			record udp_pingpong busy_poll lo "$s" "$rep" avg_us "$(sed 's/.*avg_us=\([^ ]*\).*/\1/' <<<"$line")" ok
+		elif [[ $line == *n/a* ]]; then
+			record udp_pingpong busy_poll lo "$s" "$rep" lat_us "" n/a "larger than a UDP datagram"
+		else
+			record udp_pingpong busy_poll lo "$s" "$rep" lat_us "" fail "raw/$label.cli"
+		fi
+	done
+}
+
+# ucx_perftest over UCX's tcp transport: TEST SIZE REP METRIC ITERS
+ucx_point() {
+	local test=$1 size=$2 rep=$3 metric=$4 iters=$5 label="ucx_$1_$2_r$3" spid row v
+	next_port
+	local envs=(UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n)
+	env "${envs[@]}" timeout -k 3 90 ucx_perftest -p "$PORT" </dev/null >"$RAW/$label.srv" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	if wait_listen "$PORT" "" 10; then
+		env "${envs[@]}" timeout -k 3 90 ucx_perftest 127.0.0.1 -p "$PORT" -t "$test" -s "$size" \
+			-n "$iters" -w $((iters / 10 + 10)) -f </dev/null >"$RAW/$label.cli" 2>&1
+	fi
+	reap "$spid" 3
+	# final row: iters, overhead 50%/avg/overall (us), bw avg/overall (MB/s), msg rate avg/overall
+	row=$(awk 'NF == 8 && $1 ~ /^[0-9]+$/ { r = $0 } END { print r }' "$RAW/$label.cli" 2>/dev/null)
+	if [[ -n $row ]]; then
+		if [[ $metric == bw_MBps ]]; then
+			# ucx_perftest's MB/s is MiB/s: report 10^6 B/s
+			v=$(awk '{ printf "%.2f", $6 * 1.048576 }' <<<"$row")
+		else
+			v=$(awk '{ print $2 }' <<<"$row") # the median one-way latency
+		fi
+		record ucx "$test" tcp "$size" "$rep" "$metric" "$v" ok
+	else
+		record ucx "$test" tcp "$size" "$rep" "$metric" "" fail "raw/$label.cli"
+	fi
+}
+
+# ---- CPU per GB ----------------------------------------------------------------------
+
+clk_tck=$(getconf CLK_TCK)
+proc_cpu_s() { # PID -> utime+stime+cutime+cstime in seconds
+	awk -v t="$clk_tck" '{ sub(/^.*\) /, ""); printf "%.3f\n", ($12 + $13 + $14 + $15) / t }' "/proc/$1/stat" 2>/dev/null
+}
+child_of() { cat "/proc/$1/task/$1/children" 2>/dev/null | awk '{ print $1 }'; }
+
+cpu_uroce() { # REP
+	local rep=$1 label="uroce_cpu_write_bw_${KEY_BW}_r$1" s c bytes
+	PT_CPU=1
+	pt_pair "$label" 120 ib_write_bw -s "$KEY_BW" -n "$CPU_ITERS"
+	PT_CPU=0
+	s=$(awk 'NF == 3 { print $1 + $2 }' "$RAW/$label.srv.time" 2>/dev/null)
+	c=$(awk 'NF == 3 { print $1 + $2 }' "$RAW/$label.cli.time" 2>/dev/null)
+	if [[ -n $s && -n $c && -n $(pt_row "$RAW/$label.cli") ]]; then
+		bytes=$((CPU_ITERS * KEY_BW))
+		record uroce cpu_per_GB write_bw "$KEY_BW" "$rep" cpu_s_per_GB \
+			"$(awk -v s="$s" -v c="$c" -v b="$bytes" 'BEGIN { printf "%.3f", (s + c) / (b / 1e9) }')" ok \
+			"server ${s}s + client ${c}s for $bytes B"
+	else
+		record uroce cpu_per_GB write_bw "$KEY_BW" "$rep" cpu_s_per_GB "" fail "raw/$label.cli"
+	fi
+}
+
+cpu_tcp() { # REP (needs the qperf server running on loopback)
+	local rep=$1 label="qperf_cpu_tcp_bw_${KEY_BW}_r$1" qp before after c bw
+	qp=$(child_of "$QPERF_PID")
+	before=$(proc_cpu_s "$qp")
+	/usr/bin/time -f '%U %S %e' -o "$RAW/$label.time" \
+		timeout -k 3 $((CPU_TIME + 20)) qperf 127.0.0.1 -lp "$QPERF_PORT" -t "$CPU_TIME" -m "$KEY_BW" -v tcp_bw \
+		</dev/null >"$RAW/$label" 2>&1
+	sleep 0.3 # the server reaps its per-test child
+	after=$(proc_cpu_s "$qp")
+	c=$(awk 'NF == 3 { print $1 + $2 }' "$RAW/$label.time" 2>/dev/null)
+	bw=$(awk '$1 == "bw" { u = $4; v = $3; f = (u ~ /^GB/) ? 1e3 : (u ~ /^MB/) ? 1 : (u ~ /^KB/) ? 1e-3 : 0; if (f) printf "%.2f", v * f }' "$RAW/$label")
+	if [[ -n $before && -n $after && -n $c && -n $bw ]]; then
+		record qperf cpu_per_GB tcp_bw "$KEY_BW" "$rep" cpu_s_per_GB \
+			"$(awk -v s="$(awk -v a="$after" -v b="$before" 'BEGIN { print a - b }')" -v c="$c" -v bw="$bw" -v t="$CPU_TIME" \
+				'BEGIN { printf "%.3f", (s + c) / (bw * 1e6 * t / 1e9) }')" ok \
+			"server $(awk -v a="$after" -v b="$before" 'BEGIN { print a - b }')s + client ${c}s for ${bw} MB/s x ${CPU_TIME}s"
+	else
+		record qperf cpu_per_GB tcp_bw "$KEY_BW" "$rep" cpu_s_per_GB "" fail "raw/$label"
+	fi
+}
+
+# ---- network namespaces joined by a veth pair ------------------------------------------
+
+veth_setup() {
+	[[ $(id -u) -eq 0 ]] || { log "veth: not root, skipped"; return 1; }
+	local x=$(($$ % 200 + 20))
+	NSA=urbenchA$$ NSB=urbenchB$$
+	local va=ubv$$a vb=ubv$$b
+	VIF=urbv0
+	VETH_A_IP=10.199.$x.1 VETH_B_IP=10.199.$x.2
+	{
+		ip netns add "$NSA" && ip netns add "$NSB" &&
+			ip link add "$va" type veth peer name "$vb" &&
+			ip link set "$va" netns "$NSA" && ip link set "$vb" netns "$NSB" &&
+			ip -n "$NSA" link set "$va" name "$VIF" && ip -n "$NSB" link set "$vb" name "$VIF" &&
+			ip -n "$NSA" addr add "$VETH_A_IP/24" dev "$VIF" &&
+			ip -n "$NSB" addr add "$VETH_B_IP/24" dev "$VIF" &&
+			ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up &&
+			ip -n "$NSA" link set "$VIF" up && ip -n "$NSB" link set "$VIF" up &&
+			ip netns exec "$NSB" ping -c 1 -W 3 "$VETH_A_IP"
+	} >"$RAW/veth_setup.log" 2>&1 || { log "veth: setup failed (raw/veth_setup.log)"; return 1; }
+	ip -n "$NSA" link show "$VIF" >>"$RAW/veth_setup.log" 2>&1
+	return 0
+}
+
+# ===================================================================================
+log "floors: memcpy, busy-poll UDP ping-pong"
+# ===================================================================================
+
+timeout -k 3 120 "$OUT/memcpy_bw" -t 0.2 "$(join "${BW_SIZES[@]}")" >"$RAW/memcpy_bw.out" 2>&1
+for s in "${BW_SIZES[@]}"; do
+	line=$(grep "^size=$s " "$RAW/memcpy_bw.out")
+	if [[ -n $line ]]; then
+		record memcpy memcpy hot "$s" 1 bw_MBps "$(sed 's/.*hot_MBps=\([^ ]*\).*/\1/' <<<"$line")" ok
+		record memcpy memcpy stream "$s" 1 bw_MBps "$(sed 's/.*stream_MBps=\([^ ]*\).*/\1/' <<<"$line")" ok
+	else
+		record memcpy memcpy hot "$s" 1 bw_MBps "" fail raw/memcpy_bw.out
+	fi
+done
+pingpong "$(join "${LAT_SIZES[@]}")" 0 "$PP_ITERS"
+
+# ===================================================================================
+log "qperf on loopback: tcp_bw, tcp_lat, udp_lat"
+# ===================================================================================
+
+if qperf_start; then
+	for s in "${BW_SIZES[@]}"; do qperf_point tcp_bw "$s" 0 bw_MBps 1; done
+	for s in "${LAT_SIZES[@]}"; do qperf_point tcp_lat "$s" 0 lat_us 1; done
+	for s in "${LAT_SIZES[@]}"; do qperf_point udp_lat "$s" 0 lat_us 1; done
+else
+	log "qperf server did not start"
+	for s in "${BW_SIZES[@]}"; do record qperf tcp_bw lo "$s" 0 bw_MBps "" fail "qperf server"; done
+fi
+qperf_stop
+
+# ===================================================================================
+if ((HAVE_UCX)); then
+	log "ucx_perftest over UCX tcp: tag_bw, tag_lat"
+	if ((QUICK)); then
+		ucx_point tag_bw "$KEY_BW" 0 bw_MBps 4096
+		ucx_point tag_lat "$KEY_LAT" 0 lat_us 10000
+	else
+		for s in "${BW_SIZES[@]}"; do
+			n=$((268435456 / s))
+			((n > 100000)) && n=100000
+			((n < 256)) && n=256
+			ucx_point tag_bw "$s" 0 bw_MBps "$n"
+		done
+		for s in "${LAT_SIZES[@]}"; do ucx_point tag_lat "$s" 0 lat_us 5000; done
+	fi
+else
+	log "ucx_perftest not installed: UCX skipped"
+	record ucx tag_bw tcp "$KEY_BW" 0 bw_MBps "" n/a "ucx_perftest not installed"
+fi
+
+# ===================================================================================
+log "uroce sweep: ib_write_bw, ib_send_bw, ib_read_bw (${#BW_SIZES[@]} sizes, -D $PERF_DUR)"
+# ===================================================================================
+
+for s in "${BW_SIZES[@]}"; do
+	uroce_bw ib_write_bw "$s" 0 rc
+	uroce_bw ib_send_bw "$s" 0 rc
+	uroce_bw ib_read_bw "$s" 0 rc
+	((Q8_SWEEP)) && uroce_bw ib_write_bw "$s" 0 rc_q8 -q 8
+done
+log "uroce sweep: UD send bandwidth"
+for s in "${UD_SIZES[@]}"; do uroce_bw ib_send_bw "$s" 0 ud -c UD; done
+
+log "uroce sweep: latency (${#LAT_SIZES[@]} sizes, -n $LAT_ITERS)"
+for s in "${LAT_SIZES[@]}"; do
+	uroce_lat ib_send_lat "$s" 0 rc
+	uroce_lat ib_write_lat "$s" 0 rc
+	uroce_lat ib_read_lat "$s" 0 rc
+done
+for s in "${UD_SIZES[@]}"; do uroce_lat ib_send_lat "$s" 0 ud -c UD; done
+uroce_lat ib_atomic_lat 8 0 rc
+
+# ===================================================================================
+log "key points, $REPS reps (interleaved so every rep sees the same machine)"
+# ===================================================================================
+
+qperf_start || log "qperf server did not start"
+for ((r = 1; r <= REPS; r++)); do
+	log "  rep $r/$REPS"
+	uroce_bw ib_write_bw "$KEY_BW" "$r" rc
+	qperf_point tcp_bw "$KEY_BW" "$r" bw_MBps "$PERF_DUR"
+	uroce_bw ib_send_bw "$KEY_BW" "$r" rc
+	uroce_bw ib_write_bw "$KEY_BW" "$r" rc_q8 -q 8
+	pingpong "$KEY_LAT" "$r" "$PP_ITERS"
+	uroce_lat ib_send_lat "$KEY_LAT" "$r" rc
+	uroce_lat ib_write_lat "$KEY_LAT" "$r" rc
+	uroce_lat ib_read_lat "$KEY_LAT" "$r" rc
+	uroce_lat ib_atomic_lat 8 "$r" rc
+	uroce_lat ib_send_lat "$KEY_LAT" "$r" ud -c UD
+	uroce_bw ib_send_bw "$KEY_LAT" "$r" ud -c UD
+	qperf_point tcp_lat "$KEY_LAT" "$r" lat_us 1
+	qperf_point udp_lat "$KEY_LAT" "$r" lat_us 1
+done
+
+log "CPU time per GB: uroce ib_write_bw vs qperf tcp_bw at $KEY_BW B"
+for ((r = 1; r <= REPS; r++)); do
+	cpu_uroce "$r"
+	if [[ -n $QPERF_PID ]]; then cpu_tcp "$r"; fi
+done
+qperf_stop
+
+# ===================================================================================
+if ((VETH)); then
+	log "veth pair between two network namespaces"
+	if veth_setup; then
+		# both ends' interfaces are named $VIF (each in its own namespace), so
+		# both processes open the device uroce_$VIF
+		PT_NS_SRV=$NSA PT_NS_CLI=$NSB PT_ENV=("UROCE_IFACES=$VIF") PT_DEV=uroce_$VIF PT_ADDR=$VETH_A_IP
+		qperf_start "$NSA" || log "veth: qperf server did not start"
+		for ((r = 1; r <= REPS; r++)); do
+			log "  rep $r/$REPS"
+			uroce_bw ib_write_bw "$KEY_BW" "$r" veth
+			v=$(qperf_run "qperf_veth_tcp_bw_${KEY_BW}_r$r" "$PERF_DUR" "$KEY_BW" tcp_bw "$VETH_A_IP" "$NSB")
+			if [[ -n $v ]]; then
+				record qperf tcp_bw veth "$KEY_BW" "$r" bw_MBps "$v" ok
+			else
+				record qperf tcp_bw veth "$KEY_BW" "$r" bw_MBps "" fail "raw/qperf_veth_tcp_bw_${KEY_BW}_r$r"
+			fi
+		done
+		qperf_stop
+		PT_NS_SRV="" PT_NS_CLI="" PT_ENV=() PT_DEV=uroce_lo PT_ADDR=127.0.0.1
+	else
+		record uroce ib_write_bw veth "$KEY_BW" 1 bw_MBps "" fail "veth setup failed"
+	fi
+	cleanup
+fi
+
+log "loadavg at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "loadavg_end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.txt"
+top -bn1 | head -20 >"$RAW/top_end.txt" 2>/dev/null
+echo "duration_s: $((SECONDS - T0))" >>"$OUT/meta.txt"
+
+log "report: results.md, results.json, bench.png"
+"$PY" "$BENCH_DIR/report.py" "$OUT" || log "report.py failed"
+log "done in $((SECONDS - T0)) s: $OUT/results.md"
+[[ -e $OUT/results.md ]] && cat "$OUT/results.md" | sed -n '1,60p'
+exit 0
