@@ -172,6 +172,7 @@ NAMES = {
     ("uroce", "ib_atomic_lat", "rc"): "uroce ib_atomic_lat (RTT)",
     ("uroce", "ib_send_lat", "ud"): "uroce ib_send_lat -c UD",
     ("udp_pingpong", "busy_poll", "lo"): "busy-poll UDP (udp_pingpong)",
+    ("udp_pingpong", "busy_poll", "veth"): "busy-poll UDP (veth)",
     ("qperf", "udp_lat", "lo"): "qperf udp_lat",
     ("qperf", "tcp_lat", "lo"): "qperf tcp_lat",
     ("ucx", "tag_lat", "tcp"): "ucx_perftest tag_lat (tcp)",
@@ -244,6 +245,7 @@ def main():
         (("udp_pingpong", "busy_poll", "lo", KEY_LAT), "lat_us"),
         (("qperf", "udp_lat", "lo", KEY_LAT), "lat_us"),
         (("qperf", "tcp_lat", "lo", KEY_LAT), "lat_us"),
+        (("udp_pingpong", "busy_poll", "veth", KEY_LAT), "lat_us"),
         (("uroce", "cpu_per_GB", "write_bw", KEY_BW), "cpu_s_per_GB"),
         (("qperf", "cpu_per_GB", "tcp_bw", KEY_BW), "cpu_s_per_GB"),
     ]

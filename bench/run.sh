@@ -76,11 +76,13 @@ T0=$SECONDS
 KEY_BW=65536 # the size of every bandwidth target
 KEY_LAT=2    # the size of every latency target
 if ((QUICK)); then
-	BW_SIZES=(2 1024 65536 1048576)
-	LAT_SIZES=(2 1024 16384 65536)
-	UD_SIZES=(2)
+	# the key sizes (64 KiB, 2 B) come from the repetitions, not the sweep
+	BW_SIZES=(2 4096 1048576)
+	LAT_SIZES=(1024 16384)
+	UD_SIZES=()
 	LAT_ITERS=1000
 	PP_ITERS=5000
+	PP_SECS=1
 	PERF_DUR=1
 	CPU_ITERS=4096 # 256 MiB at 64 KiB
 	CPU_TIME=2
@@ -93,11 +95,13 @@ else
 	UD_SIZES=(2 64 1024 4096)
 	LAT_ITERS=3000
 	PP_ITERS=10000
+	PP_SECS=3
 	PERF_DUR=1
 	CPU_ITERS=8192 # 512 MiB at 64 KiB
 	CPU_TIME=3
 	Q8_SWEEP=1
 fi
+LAT_BUDGET_US=1500000 # a latency run aims at ~1.5 s: see uroce_lat
 join() { local IFS=,; echo "$*"; }
 
 # ---- logging, bookkeeping ------------------------------------------------------
@@ -320,15 +324,25 @@ uroce_bw() {
 }
 
 # uroce_lat TEST SIZE REP VARIANT [EXTRA perftest args]
+# perftest's latency tests take an iteration count (-D reports only an average),
+# and one iteration can cost 10 us or 20 ms: each test's count adapts so that a
+# run takes about LAT_BUDGET_US, from the average of its previous run (starting
+# at 300, at most LAT_ITERS, at least 100).
+declare -A LATN=()
 uroce_lat() {
 	local test=$1 size=$2 rep=$3 variant=$4
 	shift 4
 	local label="uroce_${test}_${variant}_${size}_r${rep}" row opt=0 kind=lat sz=(-s "$size")
+	local key="$test/$variant" n avg
 	[[ $variant == *ud* ]] && opt=1
 	if [[ $test == ib_atomic_lat ]]; then opt=1 kind=atomic sz=(); fi
-	pt_pair "$label" 60 "$test" "${sz[@]}" -n "$LAT_ITERS" "$@"
+	n=${LATN[$key]:-300}
+	pt_pair "$label" 60 "$test" "${sz[@]}" -n "$n" "$@"
 	row=$(pt_row "$RAW/$label.cli")
 	if [[ -n $row ]]; then
+		avg=$(awk '{ print $6 }' <<<"$row")
+		LATN[$key]=$(awk -v a="$avg" -v b="$LAT_BUDGET_US" -v max="$LAT_ITERS" \
+			'BEGIN { n = (a > 0) ? int(b / (2 * a)) : max; if (n > max) n = max; if (n < 100) n = 100; print n }')
 		# columns: bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9
 		record uroce "$test" "$variant" "$size" "$rep" lat_us "$(awk '{ print $5 }' <<<"$row")" ok
 		record uroce "$test" "$variant" "$size" "$rep" p99_us "$(awk '{ print $8 }' <<<"$row")" ok
@@ -392,7 +406,7 @@ pingpong() {
 	spid=$!
 	BG_PIDS+=("$spid")
 	sleep 0.1
-	timeout -k 3 100 "$OUT/udp_pingpong" client -H 127.0.0.1 -p "$PORT" -s "$sizes" -n "$iters" -w 1000 -T 3 \
+	timeout -k 3 100 "$OUT/udp_pingpong" client -H 127.0.0.1 -p "$PORT" -s "$sizes" -n "$iters" -w 1000 -T "$PP_SECS" \
 		</dev/null >"$RAW/$label.cli" 2>&1
 	reap "$spid" 2
 	local s line
@@ -501,9 +515,25 @@ veth_setup() {
 			ip -n "$NSA" addr add "$VETH_A_IP/24" dev "$VIF" &&
 			ip -n "$NSB" addr add "$VETH_B_IP/24" dev "$VIF" &&
 			ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up &&
-			ip -n "$NSA" link set "$VIF" up && ip -n "$NSB" link set "$VIF" up &&
-			ip netns exec "$NSB" ping -c 1 -W 3 "$VETH_A_IP"
+			ip -n "$NSA" link set "$VIF" up && ip -n "$NSB" link set "$VIF" up
 	} >"$RAW/veth_setup.log" 2>&1 || { log "veth: setup failed (raw/veth_setup.log)"; return 1; }
+	# the link works if a busy-poll UDP ping-pong crosses it (its latency is worth having too)
+	local spid line
+	next_port
+	ip netns exec "$NSA" timeout -k 3 30 "$OUT/udp_pingpong" server -b "$VETH_A_IP" -p "$PORT" -i 20 \
+		</dev/null >"$RAW/veth_udp_pingpong.srv" 2>&1 &
+	spid=$!
+	BG_PIDS+=("$spid")
+	sleep 0.2
+	ip netns exec "$NSB" timeout -k 3 20 "$OUT/udp_pingpong" client -H "$VETH_A_IP" -p "$PORT" -s "$KEY_LAT" \
+		-n "$PP_ITERS" -w 1000 -T "$PP_SECS" </dev/null >"$RAW/veth_udp_pingpong.cli" 2>&1
+	reap "$spid" 2
+	line=$(grep "^size=$KEY_LAT .*median_us=" "$RAW/veth_udp_pingpong.cli")
+	if [[ -z $line ]]; then
+		log "veth: no UDP traffic across the link (raw/veth_udp_pingpong.cli)"
+		return 1
+	fi
+	record udp_pingpong busy_poll veth "$KEY_LAT" 1 lat_us "$(sed 's/.*median_us=\([^ ]*\).*/\1/' <<<"$line")" ok
 	ip -n "$NSA" link show "$VIF" >>"$RAW/veth_setup.log" 2>&1
 	return 0
 }
@@ -512,8 +542,10 @@ veth_setup() {
 log "floors: memcpy, busy-poll UDP ping-pong"
 # ===================================================================================
 
-timeout -k 3 120 "$OUT/memcpy_bw" -t 0.2 "$(join "${BW_SIZES[@]}")" >"$RAW/memcpy_bw.out" 2>&1
-for s in "${BW_SIZES[@]}"; do
+MC_SIZES=($(printf '%s\n' "${BW_SIZES[@]}" "$KEY_BW" | sort -nu))
+PP_SIZES=($(printf '%s\n' "${LAT_SIZES[@]}" "$KEY_LAT" | sort -nu))
+timeout -k 3 120 "$OUT/memcpy_bw" -t 0.2 "$(join "${MC_SIZES[@]}")" >"$RAW/memcpy_bw.out" 2>&1
+for s in "${MC_SIZES[@]}"; do
 	line=$(grep "^size=$s " "$RAW/memcpy_bw.out")
 	if [[ -n $line ]]; then
 		record memcpy memcpy hot "$s" 1 bw_MBps "$(sed 's/.*hot_MBps=\([^ ]*\).*/\1/' <<<"$line")" ok
@@ -522,7 +554,7 @@ for s in "${BW_SIZES[@]}"; do
 		record memcpy memcpy hot "$s" 1 bw_MBps "" fail raw/memcpy_bw.out
 	fi
 done
-pingpong "$(join "${LAT_SIZES[@]}")" 0 "$PP_ITERS"
+pingpong "$(join "${PP_SIZES[@]}")" 0 "$PP_ITERS"
 
 # ===================================================================================
 log "qperf on loopback: tcp_bw, tcp_lat, udp_lat"
@@ -578,7 +610,7 @@ for s in "${LAT_SIZES[@]}"; do
 	uroce_lat ib_read_lat "$s" 0 rc
 done
 for s in "${UD_SIZES[@]}"; do uroce_lat ib_send_lat "$s" 0 ud -c UD; done
-uroce_lat ib_atomic_lat 8 0 rc
+((QUICK)) || uroce_lat ib_atomic_lat 8 0 rc
 
 # ===================================================================================
 log "key points, $REPS reps (interleaved so every rep sees the same machine)"

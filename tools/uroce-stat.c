@@ -43,7 +43,7 @@ struct snap {
 	char dev[64], ifname[16], comm[16];
 	uint32_t n_dev, n_qp;
 	char (*names)[UROCE_STATS_NAME_LEN]; /* n_dev + n_qp */
-	uint64_t *cnt; /* n_dev device counters */
+	uint64_t *cnt;			     /* n_dev device counters */
 	struct snap_qp *qps;
 	uint32_t nqps;
 	uint32_t nqp_alive, untracked;
@@ -105,8 +105,9 @@ static uint64_t proc_start_time(int pid)
 		return 0;
 	buf[n] = 0;
 	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-				"%*d %*d %*d %llu",
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu",
 			 &v) != 1)
 		return 0;
 	return v;
@@ -140,8 +141,9 @@ static void remove_stale(const char *path, int pid, const char *why)
 	if (!unlink(path))
 		fprintf(stderr, "uroce stat: removed %s: process %d %s\n", path, pid, why);
 	else if (errno != ENOENT)
-		fprintf(stderr, "uroce stat: %s is stale (process %d %s) but cannot be removed: %s\n",
-			path, pid, why, strerror(errno));
+		fprintf(stderr,
+			"uroce stat: %s is stale (process %d %s) but cannot be removed: %s\n", path,
+			pid, why, strerror(errno));
 }
 
 static void snap_free(struct snap *s)
@@ -350,7 +352,7 @@ static int scan(const struct opts *o, struct snapset *ss)
 
 static const char *qp_state_name(uint32_t s)
 {
-	static const char *const n[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" };
+	static const char *const n[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
 
 	return s < sizeof(n) / sizeof(n[0]) ? n[s] : "?";
 }
@@ -420,7 +422,7 @@ static uint64_t qp_val(const struct snap *s, const struct snap_qp *q, const char
 
 static void human_size(char *buf, size_t len, double v)
 {
-	static const char *const unit[] = { "", "K", "M", "G", "T", "P" };
+	static const char *const unit[] = {"", "K", "M", "G", "T", "P"};
 	int u = 0;
 
 	while (v >= 10000 && u < 5) {
@@ -454,12 +456,12 @@ static void print_human(const struct opts *o, const struct snapset *ss, const st
 		static const struct {
 			const char *head, *a, *b;
 		} col[] = {
-			{ "retx", "retransmitted_pkts", NULL },
-			{ "naks", "sent_naks", "rcvd_naks" },
-			{ "rnr", "send_rnr_err", "rcvd_rnr_err" },
-			{ "tmo", "local_ack_timeout_err", NULL },
-			{ "dup", "duplicate_request", "duplicate_response" },
-			{ "oos", "out_of_seq_request", "out_of_seq_response" },
+		    {"retx", "retransmitted_pkts", NULL},
+		    {"naks", "sent_naks", "rcvd_naks"},
+		    {"rnr", "send_rnr_err", "rcvd_rnr_err"},
+		    {"tmo", "local_ack_timeout_err", NULL},
+		    {"dup", "duplicate_request", "duplicate_response"},
+		    {"oos", "out_of_seq_request", "out_of_seq_response"},
 		};
 
 		printf("%s%s (%s)  pid %d %s  context %u  up %.1f s  QPs %u%s\n", i ? "\n" : "",
@@ -476,18 +478,18 @@ static void print_human(const struct opts *o, const struct snapset *ss, const st
 		if (!s->nqps)
 			continue;
 		if (p)
-			printf("    %-10s %-4s %-5s %-10s %10s %10s %10s %10s", "QPN", "type", "state",
-			       "dest", "tx_pkts/s", "tx_B/s", "rx_pkts/s", "rx_B/s");
+			printf("    %-10s %-4s %-5s %-10s %10s %10s %10s %10s", "QPN", "type",
+			       "state", "dest", "tx_pkts/s", "tx_B/s", "rx_pkts/s", "rx_B/s");
 		else
-			printf("    %-10s %-4s %-5s %-10s %10s %10s %10s %10s", "QPN", "type", "state",
-			       "dest", "tx_pkts", "tx_bytes", "rx_pkts", "rx_bytes");
+			printf("    %-10s %-4s %-5s %-10s %10s %10s %10s %10s", "QPN", "type",
+			       "state", "dest", "tx_pkts", "tx_bytes", "rx_pkts", "rx_bytes");
 		for (size_t c = 0; c < sizeof(col) / sizeof(col[0]); c++)
 			printf(" %6s", col[c].head);
 		printf("\n");
 		for (uint32_t j = 0; j < s->nqps; j++) {
 			const struct snap_qp *q = &s->qps[j], *pq = find_prev_qp(p, q->qpn);
-			static const char *const traffic[] = { "sent_pkts", "sent_bytes", "rcvd_pkts",
-							       "rcvd_bytes" };
+			static const char *const traffic[] = {"sent_pkts", "sent_bytes",
+							      "rcvd_pkts", "rcvd_bytes"};
 			char b[32];
 
 			printf("    0x%06x   %-4s %-5s 0x%06x  ", q->qpn, qp_type_name(q->type),
@@ -642,7 +644,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->watch = true;
 			if (i + 1 < argc && is_number(argv[i + 1], &v)) {
 				if (v < 0.01) {
-					fprintf(stderr, "uroce stat: -w %s: too short\n", argv[i + 1]);
+					fprintf(stderr, "uroce stat: -w %s: too short\n",
+						argv[i + 1]);
 					return -1;
 				}
 				o->interval = v;
@@ -678,8 +681,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .interval = 1.0 };
-	struct snapset cur = { 0 }, prev = { 0 };
+	struct opts o = {.interval = 1.0};
+	struct snapset cur = {0}, prev = {0};
 	long reports = 0;
 
 	o.dir = getenv("UROCE_STATS_DIR");
@@ -707,12 +710,12 @@ int main(int argc, char **argv)
 	}
 	/* -w: every report compares with the sample before it */
 	for (;;) {
-		struct timespec ts = { .tv_sec = (time_t)o.interval,
-				       .tv_nsec = (long)((o.interval - (double)(time_t)o.interval) *
-							 1e9) };
+		struct timespec ts = {.tv_sec = (time_t)o.interval,
+				      .tv_nsec =
+					  (long)((o.interval - (double)(time_t)o.interval) * 1e9)};
 
 		prev = cur;
-		cur = (struct snapset){ 0 };
+		cur = (struct snapset){0};
 		while (nanosleep(&ts, &ts) && errno == EINTR && !stop)
 			;
 		if (stop || scan(&o, &cur))

@@ -27,8 +27,8 @@
 struct uroce_stats {
 	struct uroce_stats_hdr *hdr; /* start of the mapping (or private copy) */
 	size_t size;
-	bool shared;  /* a file in the stats directory, not private memory */
-	pid_t owner;  /* the process that created the file (not a forked child) */
+	bool shared; /* a file in the stats directory, not private memory */
+	pid_t owner; /* the process that created the file (not a forked child) */
 	char path[PATH_MAX];
 	struct uroce_stats_qp *slots;
 	pthread_mutex_t lock; /* slot allocation */
@@ -41,9 +41,8 @@ struct uroce_stats {
 
 static const char *const dev_names[] = {
 #define UROCE_STATS_NAME_(field, name, desc) name,
-	UROCE_DEV_COUNTERS(UROCE_STATS_NAME_)
-};
-static const char *const qp_names[] = { UROCE_QP_COUNTERS(UROCE_STATS_NAME_)
+    UROCE_DEV_COUNTERS(UROCE_STATS_NAME_)};
+static const char *const qp_names[] = {UROCE_QP_COUNTERS(UROCE_STATS_NAME_)
 #undef UROCE_STATS_NAME_
 };
 
@@ -101,8 +100,9 @@ static uint64_t proc_start_time(void)
 		return 0;
 	buf[n] = 0;
 	p = strrchr(buf, ')'); /* the command name may contain spaces */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-				"%*d %*d %*d %llu",
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu",
 			 &v) != 1)
 		return 0;
 	return v;
@@ -184,7 +184,7 @@ int uroce_stats_open(struct uroce_ctx *ctx)
 {
 	size_t names_off = align_up(sizeof(struct uroce_stats_hdr), STATS_ALIGN);
 	size_t dev_off = align_up(names_off + (UROCE_STATS_N_DEV + UROCE_STATS_N_QP) *
-						      sizeof(struct uroce_stats_name),
+						  sizeof(struct uroce_stats_name),
 				  STATS_ALIGN);
 	size_t qp_off = align_up(dev_off + sizeof(struct uroce_counters), STATS_ALIGN);
 	size_t size = qp_off + (size_t)UROCE_STATS_MAX_QP * sizeof(struct uroce_stats_qp);

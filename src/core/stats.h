@@ -25,7 +25,7 @@
 
 /* X(field, name, description).  Names follow Linux rxe's hw_counters (and
  * mlx5's `rdma statistic`) where the meaning is the same. */
-#define UROCE_COMMON_COUNTERS(X)                                                                  \
+#define UROCE_COMMON_COUNTERS(X)                                                                   \
 	X(tx_pkts, "sent_pkts", "packets sent")                                                    \
 	X(tx_bytes, "sent_bytes", "bytes sent (BTH through ICRC)")                                 \
 	X(rx_pkts, "rcvd_pkts", "packets received")                                                \
@@ -37,7 +37,7 @@
 	X(seq_naks_rx, "rcvd_seq_err", "PSN sequence error NAKs received")                         \
 	X(rnr_naks_tx, "send_rnr_err", "RNR NAKs sent: a SEND found no receive WQE")               \
 	X(rnr_naks_rx, "rcvd_rnr_err", "RNR NAKs received")                                        \
-	X(dup_req, "duplicate_request", "duplicate requests (re-acknowledged, READs replayed)")     \
+	X(dup_req, "duplicate_request", "duplicate requests (re-acknowledged, READs replayed)")    \
 	X(oos_req, "out_of_seq_request", "requests received after a PSN gap")                      \
 	X(duplicates, "duplicate_response", "duplicate, stale or unexpected responses dropped")    \
 	X(out_of_seq, "out_of_seq_response", "READ responses received after a PSN gap")            \
@@ -51,7 +51,7 @@
 
 /* Device-wide only: the endpoint and the packet checks before a QP is known,
  * and UROCE_FAULT (src/net/fault.c, docs/faults.md). */
-#define UROCE_DEV_ONLY_COUNTERS(X)                                                                \
+#define UROCE_DEV_ONLY_COUNTERS(X)                                                                 \
 	X(send_err, "send_err", "packets the kernel refused to send (buffer full, unreachable)")   \
 	X(rx_drop_icrc, "rcvd_icrc_err", "packets dropped: bad ICRC")                              \
 	X(rx_drop_parse, "rcvd_malformed", "packets dropped: malformed, truncated, no address")    \
@@ -63,7 +63,7 @@
 	X(fault_delay, "fault_delay", "UROCE_FAULT: packets delayed")
 
 #define UROCE_DEV_COUNTERS(X) UROCE_COMMON_COUNTERS(X) UROCE_DEV_ONLY_COUNTERS(X)
-#define UROCE_QP_COUNTERS(X) UROCE_COMMON_COUNTERS(X)
+#define UROCE_QP_COUNTERS(X)  UROCE_COMMON_COUNTERS(X)
 
 #define UROCE_STATS_FIELD_(field, name, desc) _Atomic uint64_t field;
 
@@ -86,11 +86,11 @@ struct uroce_stats_qp {
 	struct uroce_qp_counters c;
 } __attribute__((aligned(64)));
 
-#define UROCE_STATS_MAGIC 0x3154534543524f55ull /* "UROCEST1" in a little-endian file */
-#define UROCE_STATS_VERSION 1
+#define UROCE_STATS_MAGIC    0x3154534543524f55ull /* "UROCEST1" in a little-endian file */
+#define UROCE_STATS_VERSION  1
 #define UROCE_STATS_NAME_LEN 32
-#define UROCE_STATS_MAX_QP 4096 /* QPs beyond this count in device totals only */
-#define UROCE_STATS_PREFIX "uroce."
+#define UROCE_STATS_MAX_QP   4096 /* QPs beyond this count in device totals only */
+#define UROCE_STATS_PREFIX   "uroce."
 
 struct uroce_stats_name {
 	char name[UROCE_STATS_NAME_LEN];
@@ -102,24 +102,24 @@ struct uroce_stats_name {
 struct uroce_stats_hdr {
 	_Atomic uint64_t magic;
 	uint32_t version;
-	uint32_t hdr_size;	 /* sizeof(struct uroce_stats_hdr) */
+	uint32_t hdr_size; /* sizeof(struct uroce_stats_hdr) */
 	int32_t pid;
-	uint32_t ctx_seq;	 /* n of uroce.<pid>.<n>: contexts opened before by this process */
-	uint64_t proc_start;	 /* /proc/<pid>/stat starttime: detects a reused pid */
-	uint64_t start_ns;	 /* CLOCK_REALTIME when the context opened */
+	uint32_t ctx_seq;    /* n of uroce.<pid>.<n>: contexts opened before by this process */
+	uint64_t proc_start; /* /proc/<pid>/stat starttime: detects a reused pid */
+	uint64_t start_ns;   /* CLOCK_REALTIME when the context opened */
 	char dev_name[64];
 	char ifname[16];
-	char comm[16];		 /* the program's name */
-	uint32_t n_dev;		 /* device counters */
-	uint32_t n_qp;		 /* counters per QP slot */
-	uint64_t names_off;	 /* n_dev + n_qp struct uroce_stats_name */
-	uint64_t dev_off;	 /* n_dev uint64 counters */
-	uint64_t qp_off;	 /* max_qp slots */
-	uint32_t qp_slot_size;	 /* bytes per slot */
-	uint32_t qp_cnt_off;	 /* offset of the first counter in a slot */
+	char comm[16];	       /* the program's name */
+	uint32_t n_dev;	       /* device counters */
+	uint32_t n_qp;	       /* counters per QP slot */
+	uint64_t names_off;    /* n_dev + n_qp struct uroce_stats_name */
+	uint64_t dev_off;      /* n_dev uint64 counters */
+	uint64_t qp_off;       /* max_qp slots */
+	uint32_t qp_slot_size; /* bytes per slot */
+	uint32_t qp_cnt_off;   /* offset of the first counter in a slot */
 	uint32_t max_qp;
-	_Atomic uint32_t qp_hwm;	  /* slots [0, qp_hwm) have been used */
-	_Atomic uint32_t nqp;		  /* QPs alive */
+	_Atomic uint32_t qp_hwm;       /* slots [0, qp_hwm) have been used */
+	_Atomic uint32_t nqp;	       /* QPs alive */
 	_Atomic uint32_t qp_untracked; /* QPs alive without a slot (over max_qp) */
 	uint64_t file_size;
 };

@@ -95,11 +95,16 @@ struct uroce_ep {
 	struct uroce_ctx *ctx;
 	int fd;
 	uint16_t port; /* host order */
+	bool std;      /* standard-port mode: addr:4791, QPN = slot index */
 	int nqp;
 	/* Written under ctx->lock; read by the receive path under rx_lock.
 	 * Destroying a QP clears its slot, then takes rx_lock once, so no
-	 * receive batch still uses the QP when it is freed. */
-	struct uroce_qp *slot[UROCE_EP_SLOTS];
+	 * receive batch still uses the QP when it is freed.  Native: 256
+	 * slots, QPN = port << 8 | slot; standard (src/net/stdport.c):
+	 * UROCE_STD_SLOTS slots, QPN = slot.  Slot 0 is never used. */
+	struct uroce_qp **slot;
+	uint32_t nslot;
+	uint32_t slot_hi; /* no slot at or above this was ever used */
 	pthread_mutex_t rx_lock;
 	struct uroce_ep_rx *rx;
 };
@@ -154,6 +159,7 @@ struct uroce_ctx {
 	struct uroce_ep *mcast_ep; /* UDP 4791, SO_REUSEADDR, joined groups */
 	struct uroce_mcast_att *mcast;
 	int nmcast, mcast_cap;
+	int std_err; /* standard-port mode: why 4791 could not be bound (logged once) */
 
 	atomic_uint npd, ncq, nqp_total;
 	struct uroce_counters *cnt; /* in the stats file (src/core/stats.c) */
@@ -181,7 +187,21 @@ struct uroce_mr {
 	uint64_t length;
 	unsigned int access;
 	struct uroce_mr *next; /* key hash chain */
+	/* The key table also holds memory windows (src/verbs/mw.c): same
+	 * fields for the bound range, plus what a window needs. */
+	enum { UROCE_KEY_MR, UROCE_KEY_MW1, UROCE_KEY_MW2 } kind;
+	uint32_t mw_qpn;	   /* type 2: the QP it is bound through */
+	struct uroce_mr *parent;   /* the MR a window is bound to */
+	atomic_uint nbound;	   /* MR: windows bound to it */
 };
+int uroce_key_insert(struct uroce_ctx *ctx, struct uroce_mr *mr);
+void uroce_key_remove(struct uroce_ctx *ctx, struct uroce_mr *mr);
+int uroce_key_move_locked(struct uroce_ctx *ctx, struct uroce_mr *mr, uint32_t key);
+
+/* memory windows: executed by the requester / responder (qp->lock held) */
+enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *mw, uint32_t new_rkey,
+				 const struct ibv_mw_bind_info *bi);
+enum ibv_wc_status uroce_mw_invalidate(struct uroce_qp *qp, uint32_t rkey, bool remote);
 static inline struct uroce_mr *to_umr(struct ibv_mr *m) { return container_of(m, struct uroce_mr, ibmr); }
 
 /* Look up by key under ctx->mr_lock (caller holds it for read). */
@@ -266,6 +286,8 @@ struct uroce_swqe {
 	struct uroce_sge sg[UROCE_MAX_SGE];
 	uint8_t *inline_data; /* when IBV_SEND_INLINE: copy of the data */
 	uint32_t xrc_srqn;    /* XRC: the remote SRQ (XRCETH) */
+	struct ibv_mw *mw;    /* BIND_MW: the window, new rkey in rkey, range in bind */
+	struct ibv_mw_bind_info bind;
 };
 
 struct uroce_rwqe {
@@ -429,12 +451,36 @@ uint64_t uroce_now_ns(void);
 /* endpoint */
 struct uroce_ep *uroce_ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint16_t port,
 			       bool reuse);
+/* Standard-port mode: bind addr:4791 exclusively; *bind_err = errno of a
+ * failed bind (not logged). */
+struct uroce_ep *uroce_ep_open_std(struct uroce_ctx *ctx, struct in_addr addr, int *bind_err);
 struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn);
 void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp);
 int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len);
 /* Read and dispatch up to budget packets; returns the count handled. */
 int uroce_ep_poll(struct uroce_ep *ep, int budget);
 void uroce_ep_close(struct uroce_ep *ep);
+/* The QP that owns qpn on ep, or NULL (rx_lock or ctx->lock held). */
+struct uroce_qp *uroce_ep_qp(struct uroce_ep *ep, uint32_t qpn);
+
+/* Standard-port interop mode (src/net/stdport.c, docs/interop.md):
+ * UROCE_PORT_MODE=standard.  Every packet goes to UDP 4791; a context
+ * receives on <device IPv4 address>:4791; QPNs are slots of that one
+ * endpoint. */
+enum { UROCE_STD_SLOTS = UROCE_MAX_QP + 2 }; /* QPN 2..UROCE_MAX_QP+1 */
+bool uroce_std_mode(void);
+/* Destination UDP port of a packet for QP qpn. */
+static inline uint16_t uroce_qpn_dport(uint32_t qpn)
+{
+	return uroce_std_mode() ? UR_ROCE_PORT : (uint16_t)(qpn >> 8);
+}
+/* Open the context's 4791 endpoint (ctx->lock held); NULL with errno set,
+ * the reason logged once per context. */
+struct uroce_ep *uroce_std_ep_open(struct uroce_ctx *ctx);
+/* Standard mode receive: true when the ICRC matches for some IPv4 ID (the
+ * header a UDP socket cannot see); *id is that ID. */
+bool uroce_icrc_ok_any_ipid(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip,
+			    uint16_t *id);
 
 /* progress */
 int uroce_progress_start(struct uroce_ctx *ctx);

@@ -50,10 +50,11 @@ static void set_bufsz(int fd, int opt_force, int opt)
 		setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v));
 }
 
-/* Open an endpoint bound to addr:port (port 0: ephemeral); reuse allows
- * several sockets on one port (multicast receivers). */
-struct uroce_ep *uroce_ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint16_t port,
-			       bool reuse)
+/* Open an endpoint with nslot QP slots bound to addr:port (port 0:
+ * ephemeral); reuse allows several sockets on one port (multicast
+ * receivers).  A failed bind is not logged: *bind_err says why. */
+static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint16_t port,
+				bool reuse, uint32_t nslot, int *bind_err)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = addr,
 				  .sin_port = htons(port) };
@@ -61,22 +62,25 @@ struct uroce_ep *uroce_ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint1
 	struct uroce_ep *ep;
 	int one = 1, pmtu = IP_PMTUDISC_DO;
 
+	*bind_err = 0;
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return NULL;
 	ep->rx = calloc(1, sizeof(*ep->rx));
-	if (!ep->rx)
+	ep->slot = calloc(nslot, sizeof(*ep->slot));
+	ep->nslot = nslot;
+	if (!ep->rx || !ep->slot)
 		goto err_free;
 	ep->ctx = ctx;
 	pthread_mutex_init(&ep->rx_lock, NULL);
 	ep->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (ep->fd < 0) {
-		ur_err("socket: %s", strerror(errno));
+		ur_err("cannot create a UDP socket for QPs: %s", strerror(errno));
 		goto err_free;
 	}
 	if (setsockopt(ep->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) ||
 	    setsockopt(ep->fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one))) {
-		ur_err("setsockopt: %s", strerror(errno));
+		ur_err("UDP socket: setting IP_MTU_DISCOVER/IP_PKTINFO failed: %s", strerror(errno));
 		goto err_close;
 	}
 	set_bufsz(ep->fd, SO_RCVBUFFORCE, SO_RCVBUF);
@@ -87,7 +91,7 @@ struct uroce_ep *uroce_ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint1
 	}
 	if (bind(ep->fd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    getsockname(ep->fd, (struct sockaddr *)&sa, &sl)) {
-		ur_err("bind: %s", strerror(errno));
+		*bind_err = errno;
 		goto err_close;
 	}
 	ep->port = ntohs(sa.sin_port);
@@ -105,16 +109,47 @@ struct uroce_ep *uroce_ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint1
 			goto err_close;
 		}
 	}
-	ur_dbg("endpoint on UDP port %u (QPNs 0x%06x-0x%06x)", ep->port, ep->port << 8,
-	       (ep->port << 8) | 0xff);
+	if (nslot == UROCE_EP_SLOTS)
+		ur_dbg("endpoint on UDP port %u (QPNs 0x%06x-0x%06x)", ep->port, ep->port << 8,
+		       (ep->port << 8) | 0xff);
 	return ep;
 
 err_close:
 	close(ep->fd);
 err_free:
 	free(ep->rx);
+	free(ep->slot);
 	free(ep);
 	return NULL;
+}
+
+struct uroce_ep *uroce_ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint16_t port,
+			       bool reuse)
+{
+	struct uroce_ep *ep;
+	int err;
+
+	ep = ep_open(ctx, addr, port, reuse, UROCE_EP_SLOTS, &err);
+	if (!ep && err) {
+		ur_err("cannot bind a UDP socket to %s:%u: %s", inet_ntoa(addr), port,
+		       strerror(err));
+		errno = err;
+	}
+	return ep;
+}
+
+/* Standard-port mode: the context's one endpoint, <addr>:4791 with
+ * UROCE_STD_SLOTS QPN slots.  Binding fails with EADDRINUSE when any
+ * socket holds 4791 on that address or on the wildcard address (the
+ * kernel's rdma_rxe binds 0.0.0.0:4791), so one process per address
+ * owns the port; the caller (stdport.c) explains. */
+struct uroce_ep *uroce_ep_open_std(struct uroce_ctx *ctx, struct in_addr addr, int *bind_err)
+{
+	struct uroce_ep *ep = ep_open(ctx, addr, UR_ROCE_PORT, false, UROCE_STD_SLOTS, bind_err);
+
+	if (ep)
+		ep->std = true;
+	return ep;
 }
 
 void uroce_ep_close(struct uroce_ep *ep)
@@ -122,7 +157,52 @@ void uroce_ep_close(struct uroce_ep *ep)
 	close(ep->fd);
 	pthread_mutex_destroy(&ep->rx_lock);
 	free(ep->rx);
+	free(ep->slot);
 	free(ep);
+}
+
+/* Slot of qpn on ep; 0 (never used) when ep does not serve qpn. */
+static uint32_t ep_slot_of(const struct uroce_ep *ep, uint32_t qpn)
+{
+	if (ep->std)
+		return qpn < ep->nslot ? qpn : 0;
+	return (qpn >> 8) == ep->port ? qpn & 0xff : 0;
+}
+
+struct uroce_qp *uroce_ep_qp(struct uroce_ep *ep, uint32_t qpn)
+{
+	return __atomic_load_n(&ep->slot[ep_slot_of(ep, qpn)], __ATOMIC_RELAXED);
+}
+
+/* Standard-port mode: the lowest free QPN of the context's 4791 endpoint
+ * (QPNs 0 and 1 are reserved, as on InfiniBand). */
+static struct uroce_ep *ep_get_std(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn)
+{
+	struct uroce_ep *ep = NULL;
+
+	for (int i = 0; i < ctx->nep && !ep; i++)
+		if (ctx->ep[i]->std)
+			ep = ctx->ep[i];
+	if (!ep) {
+		if (ctx->nep >= (int)(sizeof(ctx->ep) / sizeof(ctx->ep[0])))
+			return NULL;
+		ep = uroce_std_ep_open(ctx);
+		if (!ep)
+			return NULL;
+		ctx->ep[ctx->nep] = ep;
+		atomic_fetch_add(&ctx->nep, 1);
+	}
+	for (uint32_t s = 2; s < ep->nslot; s++)
+		if (!ep->slot[s]) {
+			ep->slot[s] = qp;
+			ep->nqp++;
+			if (s >= ep->slot_hi)
+				ep->slot_hi = s + 1;
+			*qpn = s;
+			return ep;
+		}
+	errno = ENOMEM;
+	return NULL;
 }
 
 /* Find a free QPN slot (ctx->lock held by the caller). */
@@ -130,6 +210,8 @@ struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32
 {
 	struct uroce_ep *ep = NULL;
 
+	if (uroce_std_mode())
+		return ep_get_std(ctx, qp, qpn);
 	for (int i = 0; i < ctx->nep && !ep; i++)
 		if (ctx->ep[i]->nqp < UROCE_EP_SLOTS - 1)
 			ep = ctx->ep[i];
@@ -147,6 +229,8 @@ struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32
 		if (!ep->slot[s]) {
 			ep->slot[s] = qp;
 			ep->nqp++;
+			if (s >= ep->slot_hi)
+				ep->slot_hi = s + 1;
 			*qpn = ((uint32_t)ep->port << 8) | s;
 			return ep;
 		}
@@ -158,10 +242,10 @@ struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32
 void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp)
 {
 	struct uroce_ep *ep = qp->ep;
-	uint32_t s = qp->ibqp.qp_base.qp_num & 0xff;
+	uint32_t s = ep ? ep_slot_of(ep, qp->ibqp.qp_base.qp_num) : 0;
 
 	(void)ctx;
-	if (!ep || ep->slot[s] != qp)
+	if (!ep || !s || ep->slot[s] != qp)
 		return;
 	ep->slot[s] = NULL;
 	ep->nqp--;
@@ -231,16 +315,27 @@ static void deliver(struct uroce_ep *ep, uint8_t *data, size_t len, const struct
 		return;
 	}
 	if (!uroce_icrc_ok(&pkt, &ip)) {
-		/* IBTA C9-?: a packet with a bad ICRC is silently dropped */
-		ur_dbg("drop %s psn %u: bad ICRC", uroce_opcode_name(pkt.opcode), pkt.psn);
-		uroce_count(ctx, rx_drop_icrc, 1);
-		return;
+		uint16_t ipid;
+
+		/* Standard-port mode: the peer (kernel rxe, a NIC) may number
+		 * its IPv4 IDs, which the ICRC covers and a UDP socket cannot
+		 * see: accept when some ID makes the ICRC match (stdport.c). */
+		if (uroce_std_mode() && uroce_icrc_ok_any_ipid(&pkt, &ip, &ipid)) {
+			ur_trace("%s psn %u: ICRC matches with IPv4 ID 0x%04x",
+				 uroce_opcode_name(pkt.opcode), pkt.psn, ipid);
+		} else {
+			/* IBTA C9-?: a packet with a bad ICRC is silently dropped */
+			ur_dbg("drop %s psn %u: bad ICRC", uroce_opcode_name(pkt.opcode),
+			       pkt.psn);
+			uroce_count(ctx, rx_drop_icrc, 1);
+			return;
+		}
 	}
 	if (pkt.qpn == UROCE_MCAST_QPN && (pkt.opcode & UR_TR_MASK) == UR_TR_UD) {
 		uroce_mcast_deliver(ctx, &pkt, &ip);
 		return;
 	}
-	if ((pkt.qpn >> 8) != ep->port || !(qp = ep->slot[pkt.qpn & 0xff])) {
+	if (!(qp = ep->slot[ep_slot_of(ep, pkt.qpn)])) {
 		ur_dbg("drop %s: no QP 0x%06x here", uroce_opcode_name(pkt.opcode), pkt.qpn);
 		uroce_count(ctx, rx_drop_qpn, 1);
 		return;
@@ -335,7 +430,7 @@ int uroce_ep_poll(struct uroce_ep *ep, int budget)
 	if (uroce_fault_on(ep->ctx))
 		released = uroce_fault_release(ep, &fault_ops);
 	/* ACK coalescing: one ACK per QP per batch (see resp.c) */
-	for (int s = 1; s < UROCE_EP_SLOTS && (done || released); s++) {
+	for (uint32_t s = 1; s < ep->slot_hi && (done || released); s++) {
 		struct uroce_qp *qp = ep->slot[s];
 
 		if (qp && qp->resp.ack_pending) {

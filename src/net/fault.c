@@ -311,9 +311,8 @@ static bool match_drop_qp(struct uroce_fault *f, unsigned int dir, struct uroce_
 
 		if (!f->drop_left[i])
 			continue;
-		if (!hit && dir == UROCE_FAULT_TX && (q >> 8) == ep->port) {
-			struct uroce_qp *sender = __atomic_load_n(&ep->slot[q & 0xff],
-								  __ATOMIC_RELAXED);
+		if (!hit && dir == UROCE_FAULT_TX) {
+			struct uroce_qp *sender = uroce_ep_qp(ep, q);
 
 			hit = sender && ip == &sender->path;
 		}

@@ -200,7 +200,8 @@ int uroce_discover(struct uroce_dev **devs, int max)
 		close(sock);
 	freeifaddrs(ifa);
 	if (!n)
-		ur_warn("no usable network interface%s%s: uroce exposes no device",
+		ur_warn("no usable network interface%s%s: uroce exposes no device (an interface "
+			"must be up and have an IP address)",
 			spec ? " matches UROCE_IFACES=" : "", spec ? spec : "");
 	return n;
 }

@@ -21,7 +21,7 @@
  * uroce peer maps a GID to the same group. */
 bool uroce_gid_is_mcast(const union ibv_gid *gid, struct in_addr *group)
 {
-	static const uint8_t v4[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	uint32_t h = 2166136261u;
 
 	if (!memcmp(gid->raw, v4, 12)) {
@@ -40,7 +40,7 @@ bool uroce_gid_is_mcast(const union ibv_gid *gid, struct in_addr *group)
 
 static int membership(struct uroce_ctx *ctx, struct in_addr group, bool join)
 {
-	struct ip_mreqn m = { .imr_multiaddr = group, .imr_ifindex = ctx->dev->ifindex };
+	struct ip_mreqn m = {.imr_multiaddr = group, .imr_ifindex = ctx->dev->ifindex};
 
 	if (setsockopt(ctx->mcast_ep->fd, IPPROTO_IP, join ? IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP,
 		       &m, sizeof(m))) {
@@ -59,7 +59,17 @@ static int mcast_ep_open(struct uroce_ctx *ctx)
 		return 0;
 	if (ctx->nep >= (int)(sizeof(ctx->ep) / sizeof(ctx->ep[0])))
 		return ENOMEM;
-	ep = uroce_ep_open(ctx, (struct in_addr){ INADDR_ANY }, UR_ROCE_PORT, true);
+	/* Standard-port mode: the context's <addr>:4791 socket was bound
+	 * exclusively (one owner per address); from now on it lets this
+	 * wildcard socket share the port.  Unicast still reaches it: the
+	 * kernel prefers the socket bound to the exact address. */
+	for (int i = 0; i < ctx->nep; i++) {
+		int one = 1;
+
+		if (ctx->ep[i]->std)
+			setsockopt(ctx->ep[i]->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	}
+	ep = uroce_ep_open(ctx, (struct in_addr){INADDR_ANY}, UR_ROCE_PORT, true);
 	if (!ep)
 		return errno ? errno : ENOMEM;
 	ep->nqp = UROCE_EP_SLOTS; /* never hands out QPNs */
@@ -118,7 +128,7 @@ UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 		if (err)
 			goto out;
 	}
-	ctx->mcast[ctx->nmcast++] = (struct uroce_mcast_att){ .group = g, .qp = qp };
+	ctx->mcast[ctx->nmcast++] = (struct uroce_mcast_att){.group = g, .qp = qp};
 	ur_dbg("QP 0x%06x joined %s", ibqp->qp_num, inet_ntoa(g));
 out:
 	pthread_mutex_unlock(&ctx->mcast_lock);
@@ -164,7 +174,7 @@ UROCE_EXPORT int ibv_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *gid,
 
 void uroce_mcast_detach_all(struct uroce_qp *qp)
 {
-	detach(qp, (struct in_addr){ 0 }, true);
+	detach(qp, (struct in_addr){0}, true);
 }
 
 void uroce_mcast_deliver(struct uroce_ctx *ctx, struct uroce_pkt *pkt,

@@ -20,16 +20,16 @@
 #include "uroce.h"
 #include "net/pcap.h"
 
-#define PCAP_MAGIC_NS 0xa1b23c4du /* classic pcap, nanosecond timestamps */
-#define PCAP_SNAPLEN 65535u
+#define PCAP_MAGIC_NS	   0xa1b23c4du /* classic pcap, nanosecond timestamps */
+#define PCAP_SNAPLEN	   65535u
 #define LINKTYPE_LINUX_SLL 113u
-#define SLL_HDR 16
-#define IP_HDR 20
-#define UDP_HDR 8
-#define REC_HDR 16
-#define PCAP_BUFSZ (64u << 10)
-#define FLUSH_NS 100000000ull /* 100 ms */
-#define ARPHRD_NONE_ 0xfffe
+#define SLL_HDR		   16
+#define IP_HDR		   20
+#define UDP_HDR		   8
+#define REC_HDR		   16
+#define PCAP_BUFSZ	   (64u << 10)
+#define FLUSH_NS	   100000000ull /* 100 ms */
+#define ARPHRD_NONE_	   0xfffe
 
 struct uroce_pcap {
 	pthread_mutex_t lock;
@@ -72,7 +72,7 @@ int uroce_pcap_path(const char *spec, int pid, unsigned int seq, char *out, size
 	size_t o = 0;
 
 	for (const char *s = spec; *s; s++) {
-		char piece[16] = { *s, 0 };
+		char piece[16] = {*s, 0};
 		size_t pl;
 
 		if (s[0] == '%' && s[1] == 'p') {
@@ -166,8 +166,8 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void uroce_pcap_write(struct uroce_ctx *ctx, enum uroce_pcap_dir dir,
-		      const struct uroce_ipinfo *ip, const void *pkt, size_t len)
+void uroce_pcap_write(struct uroce_ctx *ctx, enum uroce_pcap_dir dir, const struct uroce_ipinfo *ip,
+		      const void *pkt, size_t len)
 {
 	struct uroce_pcap *pc = ctx->pcap;
 	size_t ulen = UDP_HDR + len, iplen = IP_HDR + ulen;
@@ -277,9 +277,9 @@ void uroce_pcap_open(struct uroce_ctx *ctx)
 		return;
 	}
 	put32h(gh, PCAP_MAGIC_NS);
-	memcpy(gh + 4, &(uint16_t){ 2 }, 2); /* version 2.4 */
-	memcpy(gh + 6, &(uint16_t){ 4 }, 2);
-	put32h(gh + 8, 0); /* thiszone */
+	memcpy(gh + 4, &(uint16_t){2}, 2); /* version 2.4 */
+	memcpy(gh + 6, &(uint16_t){4}, 2);
+	put32h(gh + 8, 0);  /* thiszone */
 	put32h(gh + 12, 0); /* sigfigs */
 	put32h(gh + 16, PCAP_SNAPLEN);
 	put32h(gh + 20, LINKTYPE_LINUX_SLL);

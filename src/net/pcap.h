@@ -34,8 +34,8 @@ void uroce_pcap_open(struct uroce_ctx *ctx);
 /* Flush and close ctx's capture file. */
 void uroce_pcap_close(struct uroce_ctx *ctx);
 /* Record one packet (BTH through ICRC) with the addresses of ip. */
-void uroce_pcap_write(struct uroce_ctx *ctx, enum uroce_pcap_dir dir,
-		      const struct uroce_ipinfo *ip, const void *pkt, size_t len);
+void uroce_pcap_write(struct uroce_ctx *ctx, enum uroce_pcap_dir dir, const struct uroce_ipinfo *ip,
+		      const void *pkt, size_t len);
 
 static inline void uroce_pcap(struct uroce_ctx *ctx, enum uroce_pcap_dir dir,
 			      const struct uroce_ipinfo *ip, const void *pkt, size_t len)

@@ -16,8 +16,9 @@ enum req_result { REQ_SENT, REQ_BLOCKED, REQ_DONE_WQE, REQ_ERROR };
 /* Response packets one RDMA READ request asks for at most.  A READ's
  * responses come back to back, unpaced; a longer READ is asked for chunk by
  * chunk, each chunk an ordinary READ request for the next part of the
- * buffer at the next PSN (the way go-back-N asks for the rest of a READ), so
- * at most a window is in flight and a lost response costs one chunk. */
+ * buffer at the next PSN (as go-back-N asks again for the rest of a READ,
+ * 9.7.5.1.1), so at most a window is in flight and a lost response costs at
+ * most one chunk instead of the rest of the message. */
 #define UROCE_READ_CHUNK (UROCE_WINDOW / 2)
 
 static const char *const req_result_name[] = {"sent", "blocked", "wqe-done", "error"};
@@ -60,6 +61,10 @@ static uint8_t pick_opcode(const struct uroce_swqe *w, bool first, bool last)
 	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 
 	switch (w->opcode) {
+	case IBV_WR_SEND_WITH_INV:
+		if (last)
+			return first ? UR_OPC_SEND_ONLY_INV : UR_OPC_SEND_LAST_INV;
+		return first ? UR_OPC_SEND_FIRST : UR_OPC_SEND_MIDDLE;
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 		if (first && last)
@@ -120,6 +125,8 @@ static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
 		ur_reth_set(&pkt, w->remote_addr, w->rkey, w->length);
 	if (pkt.mask & URM_IMMDT)
 		ur_immdt_set_raw(&pkt, w->imm_data);
+	if (pkt.mask & URM_IETH)
+		ur_ieth_set(&pkt, w->imm_data); /* the rkey to invalidate */
 	if (last && (w->send_flags & IBV_SEND_SOLICITED))
 		ur_bth_set_se(&pkt, true);
 	ur_bth_set_ackreq(&pkt, qp->tr != UR_TR_UC &&
@@ -166,10 +173,15 @@ static enum req_result send_read(struct uroce_qp *qp, struct uroce_swqe *w)
 {
 	uint8_t buf[UR_BTH_BYTES + UR_XRCETH_BYTES + UR_RETH_BYTES + 8];
 	uint32_t off = qp->req.offset, len = w->length - off, n;
+	uint32_t chunk = UROCE_READ_CHUNK * qp->mtu;
 	struct uroce_pkt pkt;
 
-	if (len > UROCE_READ_CHUNK * qp->mtu)
-		len = UROCE_READ_CHUNK * qp->mtu;
+	/* Chunks start at multiples of the chunk size, also when a chunk is
+	 * asked for again from a lost response on: a repeated request must
+	 * not reach into the next chunk, which the responder may already
+	 * have executed as a request of its own. */
+	if (len > chunk - off % chunk)
+		len = chunk - off % chunk;
 	n = len ? (len + qp->mtu - 1) / qp->mtu : 1;
 	if (qp->req.inflight && qp->req.inflight + n > UROCE_WINDOW)
 		return REQ_BLOCKED;
@@ -224,6 +236,21 @@ static enum req_result send_atomic(struct uroce_qp *qp, struct uroce_swqe *w)
 	return REQ_DONE_WQE;
 }
 
+/* Memory-window binds and local invalidates execute when they reach the
+ * head of the send queue, in order with the other WQEs (IBTA 10.8.3.4). */
+static enum req_result exec_local(struct uroce_qp *qp, struct uroce_swqe *w)
+{
+	w->status = w->opcode == IBV_WR_BIND_MW ? uroce_mw_bind(qp, w->mw, w->rkey, &w->bind)
+						 : uroce_mw_invalidate(qp, w->imm_data, false);
+	w->state = UROCE_WQE_DONE;
+	if (w->status != IBV_WC_SUCCESS)
+		qp->req.halted = true;
+	qp->sq.req++;
+	qp->req.offset = 0;
+	uroce_comp_retire(qp);
+	return w->status == IBV_WC_SUCCESS ? REQ_DONE_WQE : REQ_ERROR;
+}
+
 static enum req_result req_step(struct uroce_qp *qp)
 {
 	struct uroce_swqe *w;
@@ -239,6 +266,8 @@ static enum req_result req_step(struct uroce_qp *qp)
 	/* IBV_SEND_FENCE: wait for outstanding READs/atomics (IBTA 10.8.3.3) */
 	if ((w->send_flags & IBV_SEND_FENCE) && qp->req.offset == 0 && qp->req.rd_inflight)
 		return REQ_BLOCKED;
+	if (w->opcode == IBV_WR_BIND_MW || w->opcode == IBV_WR_LOCAL_INV)
+		return exec_local(qp, w);
 	if (w->opcode == IBV_WR_RDMA_READ)
 		return send_read(qp, w);
 	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)

@@ -97,6 +97,10 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_pkt *pkt, enum ibv_w
 		wc.imm_data = ur_immdt_raw(pkt);
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 	}
+	if (pkt && (pkt->mask & URM_IETH) && st == IBV_WC_SUCCESS) {
+		wc.invalidated_rkey = ur_ieth_rkey(pkt);
+		wc.wc_flags |= IBV_WC_WITH_INV;
+	}
 	qp->resp.have_rwqe = false;
 	/* Acknowledge before the completion becomes visible: the application
 	 * may destroy the QP or exit as soon as it sees it, and an ACK still
@@ -202,6 +206,9 @@ static bool rkey_ok(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t le
 	if (len == 0)
 		return true; /* zero-length: no key check (C9-?) */
 	mr = uroce_mr_lookup(qp->ctx, rkey);
+	/* a type 2 window is reachable only through the QP it was bound on */
+	if (mr && mr->kind == UROCE_KEY_MW2 && mr->mw_qpn != qp->ibqp.qp_base.qp_num)
+		return false;
 	return mr && mr->ibmr.pd == resp_pd(qp) && (mr->access & access) &&
 	       uroce_mr_ptr(mr, va, len);
 }
@@ -258,6 +265,13 @@ static enum resp_state exec_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 	qp->resp.rcv_offset += pkt->paylen;
 	qp->resp.in_send = !(pkt->mask & URM_END);
+	/* SEND with invalidate (IBTA 9.4.1.1.?): the named type 2 window of
+	 * our PD is invalidated before the receive completes */
+	if ((pkt->mask & URM_IETH) &&
+	    uroce_mw_invalidate(qp, ur_ieth_rkey(pkt), true) != IBV_WC_SUCCESS) {
+		complete_recv(qp, NULL, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, qp->resp.rcv_offset);
+		return RESPST_NAK_INVALID;
+	}
 	if (pkt->mask & URM_END)
 		complete_recv(qp, pkt, IBV_WC_SUCCESS, IBV_WC_RECV, qp->resp.rcv_offset);
 	return RESPST_DONE;

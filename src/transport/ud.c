@@ -13,10 +13,10 @@
 
 static void send_wc(struct uroce_qp *qp, const struct ibv_send_wr *wr, enum ibv_wc_status st)
 {
-	struct ibv_wc wc = { .wr_id = wr->wr_id,
-			     .status = st,
-			     .opcode = IBV_WC_SEND,
-			     .qp_num = qp->ibqp.qp_base.qp_num };
+	struct ibv_wc wc = {.wr_id = wr->wr_id,
+			    .status = st,
+			    .opcode = IBV_WC_SEND,
+			    .qp_num = qp->ibqp.qp_base.qp_num};
 
 	if (st == IBV_WC_SUCCESS && !qp->sq_sig_all && !(wr->send_flags & IBV_SEND_SIGNALED))
 		return;
@@ -59,8 +59,8 @@ static int ud_send_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 
 	/* IBTA 10.2.5: a WR Q_Key with the high bit set means "use the QP's" */
 	qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey : wr->wr.ud.remote_qkey;
-	opc = UR_TR_UD | (wr->opcode == IBV_WR_SEND_WITH_IMM ? UR_OPC_SEND_ONLY_IMM
-							      : UR_OPC_SEND_ONLY);
+	opc = UR_TR_UD |
+	      (wr->opcode == IBV_WR_SEND_WITH_IMM ? UR_OPC_SEND_ONLY_IMM : UR_OPC_SEND_ONLY);
 	uroce_pkt_init(&pkt, buf, opc, wr->wr.ud.remote_qpn, qp->req.psn, (uint32_t)len);
 	ur_deth_set(&pkt, qkey, qp->ibqp.qp_base.qp_num);
 	if (pkt.mask & URM_IMMDT)
@@ -97,9 +97,11 @@ static int ud_send_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 	}
 	path = ah->path;
 	path.sport = qp->ep->port;
-	/* native addressing: the UDP port is in the QPN; multicast goes to 4791 */
-	path.dport = wr->wr.ud.remote_qpn == UROCE_MCAST_QPN ? UR_ROCE_PORT
-							     : (uint16_t)(wr->wr.ud.remote_qpn >> 8);
+	/* native addressing: the UDP port is in the QPN; multicast and
+	 * standard-port mode (src/net/stdport.c) go to 4791 */
+	path.dport = wr->wr.ud.remote_qpn == UROCE_MCAST_QPN
+			 ? UR_ROCE_PORT
+			 : uroce_qpn_dport(wr->wr.ud.remote_qpn);
 	uroce_pkt_finish(&pkt, &path);
 	uroce_qp_stat(qp, tx_pkts, 1);
 	uroce_qp_stat(qp, tx_bytes, pkt.len);
@@ -159,13 +161,13 @@ static void build_grh(uint8_t grh[UROCE_GRH_BYTES], const struct uroce_pkt *pkt,
 void uroce_ud_rcv(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
 {
 	enum ibv_qp_state qs = qp->attr.qp_state;
-	struct ibv_wc wc = { 0 };
+	struct ibv_wc wc = {0};
 	struct uroce_rwqe rwqe, *w = &rwqe;
 	uint8_t grh[UROCE_GRH_BYTES];
 	enum ibv_wc_status st = IBV_WC_SUCCESS;
 
-	if (qp->init.qp_type != IBV_QPT_UD || (qs != IBV_QPS_RTR && qs != IBV_QPS_RTS &&
-					       qs != IBV_QPS_SQD && qs != IBV_QPS_SQE)) {
+	if (qp->init.qp_type != IBV_QPT_UD ||
+	    (qs != IBV_QPS_RTR && qs != IBV_QPS_RTS && qs != IBV_QPS_SQD && qs != IBV_QPS_SQE)) {
 		uroce_qp_count(qp, rx_drop_state, 1);
 		return;
 	}

@@ -15,7 +15,7 @@
 
 #include "uroce.h"
 
-static const uint8_t v4_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
 int uroce_av_resolve(struct uroce_dev *d, const struct ibv_ah_attr *ah, struct uroce_ipinfo *path,
 		     char *why, size_t len)
@@ -67,11 +67,13 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr 
 	int err;
 
 	if (!pd || !attr) {
+		ur_dbg("create_ah: pd and attr must not be NULL");
 		errno = EINVAL;
 		return NULL;
 	}
 	ah = calloc(1, sizeof(*ah));
 	if (!ah) {
+		ur_dbg("create_ah: out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -92,7 +94,7 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr 
 UROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 {
 	if (!ibah)
-		return EINVAL;
+		return ur_dbg("destroy_ah: ah is NULL"), EINVAL;
 	atomic_fetch_sub(&to_upd(ibah->pd)->refs, 1);
 	free(to_uah(ibah));
 	return 0;
@@ -107,6 +109,7 @@ UROCE_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_n
 	union ibv_gid dst;
 
 	if (!context || !wc || !ah_attr) {
+		ur_dbg("init_ah_from_wc: context, wc and ah_attr must not be NULL");
 		errno = EINVAL;
 		return -1;
 	}
@@ -155,6 +158,7 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_
 	struct ibv_ah_attr attr;
 
 	if (!pd) {
+		ur_dbg("create_ah_from_wc: pd is NULL");
 		errno = EINVAL;
 		return NULL;
 	}

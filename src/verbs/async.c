@@ -28,6 +28,7 @@ UROCE_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_asy
 	struct uroce_async_rec r;
 
 	if (!context || !event) {
+		ur_dbg("get_async_event: context and event must not be NULL");
 		errno = EINVAL;
 		return -1;
 	}

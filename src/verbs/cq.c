@@ -26,11 +26,13 @@ UROCE_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context
 	int p[2];
 
 	if (!context) {
+		ur_dbg("create_comp_channel: context is NULL");
 		errno = EINVAL;
 		return NULL;
 	}
 	ch = calloc(1, sizeof(*ch));
 	if (!ch) {
+		ur_dbg("create_comp_channel: out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -51,7 +53,7 @@ UROCE_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	struct uroce_channel *ch;
 
 	if (!channel)
-		return EINVAL;
+		return ur_dbg("destroy_comp_channel: channel is NULL"), EINVAL;
 	ch = container_of(channel, struct uroce_channel, ibch);
 	pthread_mutex_lock(&ch->lock);
 	if (ch->ncq) {
@@ -83,6 +85,7 @@ static int channel_attach(struct uroce_channel *ch, struct uroce_cq *cq)
 		void *n = realloc(ch->cqs, (size_t)cap * sizeof(*ch->cqs));
 
 		if (!n) {
+			ur_dbg("create_cq: out of memory attaching to the channel");
 			ret = ENOMEM;
 			goto out;
 		}
@@ -115,6 +118,7 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 	struct uroce_cq *cq;
 
 	if (!context) {
+		ur_dbg("create_cq: context is NULL");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -136,12 +140,14 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 	}
 	cq = calloc(1, sizeof(*cq));
 	if (!cq) {
+		ur_dbg("create_cq: out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
 	cq->size = (uint32_t)cqe + 1;
 	cq->ring = calloc(cq->size, sizeof(*cq->ring));
 	if (!cq->ring) {
+		ur_dbg("create_cq: out of memory for %u entries", cq->size);
 		free(cq);
 		errno = ENOMEM;
 		return NULL;
@@ -149,6 +155,7 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 	if (uroce_cq_ex_init(cq, wc_flags, create_flags)) {
 		free(cq->ring);
 		free(cq);
+		ur_dbg("create_cq: out of memory for completion timestamps");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -203,7 +210,7 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	struct uroce_cq *cq;
 
 	if (!ibcq)
-		return EINVAL;
+		return ur_dbg("destroy_cq: cq is NULL"), EINVAL;
 	cq = to_ucq(ibcq);
 	if (atomic_load(&cq->refs)) {
 		ur_dbg("destroy_cq: CQ still used by %u QP(s)", atomic_load(&cq->refs));
@@ -333,6 +340,7 @@ UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_c
 	struct uroce_channel *ch = to_uch(channel);
 
 	if (!ch || !cq_out || !cq_context) {
+		ur_dbg("get_cq_event: channel, cq and cq_context must not be NULL");
 		errno = EINVAL;
 		return -1;
 	}

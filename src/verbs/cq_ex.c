@@ -237,7 +237,7 @@ int uroce_cq_ex_init(struct uroce_cq *cq, uint64_t wc_flags, uint32_t create_fla
 	if (wc_flags & UROCE_WC_TS_FLAGS) {
 		cq->ts = calloc(cq->size, sizeof(*cq->ts));
 		if (!cq->ts)
-			return ENOMEM;
+			return ur_dbg("create_cq: out of memory for completion timestamps"), ENOMEM;
 	}
 	pthread_mutex_init(&cq->poll_lock, NULL);
 	c->comp_mask = 0;
@@ -279,7 +279,7 @@ UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	uint32_t size;
 
 	if (!ibcq)
-		return EINVAL;
+		return ur_dbg("resize_cq: cq is NULL"), EINVAL;
 	cq = to_ucq(ibcq);
 	if (cqe < 1 || cqe > UROCE_MAX_CQE)
 		return ur_dbg("resize_cq: cqe %d outside 1..max_cqe (%d)", cqe, UROCE_MAX_CQE),
@@ -291,7 +291,7 @@ UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	if (!ring || (cq->ts && !ts)) {
 		free(ring);
 		free(ts);
-		return ENOMEM;
+		return ur_dbg("resize_cq: out of memory for %u entries", size), ENOMEM;
 	}
 
 	pthread_mutex_lock(&cq->lock);

@@ -50,6 +50,7 @@ UROCE_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 
 	list = calloc((size_t)n + 1, sizeof(*list));
 	if (!list) {
+		ur_dbg("get_device_list: out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -101,6 +102,7 @@ static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 	a->max_qp = UROCE_MAX_QP;
 	a->max_qp_wr = UROCE_MAX_QP_WR;
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
+			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
 			      IBV_DEVICE_SYS_IMAGE_GUID;
 	a->max_sge = UROCE_MAX_SGE;
 	a->max_sge_rd = UROCE_MAX_SGE;
@@ -117,7 +119,7 @@ static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 	a->atomic_cap = IBV_ATOMIC_GLOB;
 	a->max_ee = 0;
 	a->max_rdd = 0;
-	a->max_mw = 0;
+	a->max_mw = UROCE_MAX_MR;
 	a->max_raw_ipv6_qp = 0;
 	a->max_raw_ethy_qp = 0;
 	a->max_mcast_grp = 1024;
@@ -137,7 +139,7 @@ static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 UROCE_EXPORT int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *attr)
 {
 	if (!context || !attr)
-		return EINVAL;
+		return ur_dbg("query_device: context and attr must not be NULL"), EINVAL;
 	fill_device_attr(to_udev(context), attr);
 	return 0;
 }
@@ -208,7 +210,7 @@ UROCE_EXPORT int ibv_query_port(struct ibv_context *context, uint8_t port_num,
 	struct ibv_port_attr *port_attr = (struct ibv_port_attr *)compat;
 
 	if (!context || !port_attr)
-		return EINVAL;
+		return ur_dbg("query_port: context and port_attr must not be NULL"), EINVAL;
 	return uroce_query_port(context, port_num, port_attr,
 				offsetof(struct ibv_port_attr, port_cap_flags2) +
 					sizeof(port_attr->port_cap_flags2));
@@ -223,6 +225,8 @@ UROCE_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num, in
 		return -1;
 	d = to_udev(context);
 	if (port_num != 1 || index < 0 || index >= d->ngid) {
+		ur_dbg("query_gid: port %u index %d: the device has port 1 with GIDs 0..%d",
+		       port_num, index, d->ngid - 1);
 		errno = EINVAL;
 		return -1;
 	}
@@ -234,6 +238,8 @@ UROCE_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, i
 				__be16 *pkey)
 {
 	if (!context || !pkey || port_num != 1 || index != 0) {
+		ur_dbg("query_pkey: port %u index %d: the device has port 1 with one P_Key, index 0",
+		       port_num, index);
 		errno = EINVAL;
 		return -1;
 	}
@@ -251,6 +257,8 @@ UROCE_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_nu
 		return -1;
 	d = to_udev(context);
 	if (port_num != 1 || index >= (unsigned int)d->ngid) {
+		ur_dbg("query_gid_type: port %u index %u: the device has port 1 with GIDs 0..%d",
+		       port_num, index, d->ngid - 1);
 		errno = EINVAL;
 		return -1;
 	}
@@ -276,10 +284,14 @@ UROCE_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_nu
 	struct uroce_dev *d;
 
 	if (!context || !entry || flags || entry_size < sizeof(e.gid))
-		return EINVAL;
+		return ur_dbg("query_gid_ex: NULL context/entry, flags 0x%x (must be 0) or "
+			      "entry_size %zu < %zu",
+			      flags, entry_size, sizeof(e.gid)),
+		       EINVAL;
 	d = to_udev(context);
 	if (port_num != 1)
-		return EINVAL;
+		return ur_dbg("query_gid_ex: port %u does not exist (uroce has port 1)", port_num),
+		       EINVAL;
 	if (gid_index >= (uint32_t)d->ngid)
 		return ENODATA;
 	fill_gid_entry(d, gid_index, &e);
@@ -295,11 +307,15 @@ UROCE_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context,
 	size_t n;
 
 	if (!context || flags || entry_size < sizeof(struct ibv_gid_entry))
-		return -EINVAL;
+		return ur_dbg("query_gid_table: NULL context, flags 0x%x (must be 0) or "
+			      "entry_size %zu < %zu",
+			      flags, entry_size, sizeof(struct ibv_gid_entry)),
+		       -EINVAL;
 	d = to_udev(context);
 	n = (size_t)d->ngid;
 	if (max_entries < n)
-		return -EINVAL;
+		return ur_dbg("query_gid_table: max_entries %zu < %zu GIDs", max_entries, n),
+		       -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		fill_gid_entry(d, (unsigned int)i,
 			       (struct ibv_gid_entry *)((char *)entries + i * entry_size));
@@ -342,6 +358,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	int p[2];
 
 	if (!device) {
+		ur_dbg("open_device: device is NULL");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -353,6 +370,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	}
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx) {
+		ur_dbg("open_device: out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -370,6 +388,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->wake_fd = -1;
 	set_ops(ctx);
 	if (uroce_stats_open(ctx)) {
+		ur_dbg("open_device: out of memory for the counters");
 		free(ctx);
 		errno = ENOMEM;
 		return NULL;
@@ -407,7 +426,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 	struct uroce_ctx *ctx;
 
 	if (!context)
-		return EINVAL;
+		return ur_dbg("close_device: context is NULL"), EINVAL;
 	ctx = to_uctx(context);
 	uroce_progress_stop(ctx);
 	for (int i = 0; i < ctx->nep; i++)

@@ -23,6 +23,7 @@ UROCE_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 	struct uroce_pd *pd;
 
 	if (!context) {
+		ur_dbg("alloc_pd: context is NULL");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -34,6 +35,7 @@ UROCE_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 	}
 	pd = calloc(1, sizeof(*pd));
 	if (!pd) {
+		ur_dbg("alloc_pd: out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -47,7 +49,7 @@ UROCE_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 	struct uroce_pd *pd;
 
 	if (!ibpd)
-		return EINVAL;
+		return ur_dbg("dealloc_pd: pd is NULL"), EINVAL;
 	pd = to_upd(ibpd);
 	if (atomic_load(&pd->refs)) {
 		ur_dbg("dealloc_pd: PD still used by %u MR/QP/AH/SRQ objects",
@@ -81,7 +83,28 @@ struct uroce_mr *uroce_mr_lookup(struct uroce_ctx *ctx, uint32_t key)
 	return NULL;
 }
 
-static int mr_insert(struct uroce_ctx *ctx, struct uroce_mr *mr)
+/* Move an entry to another key, e.g. a memory window's new rkey after a
+ * bind (ctx->mr_lock held for writing).  EEXIST if the key is taken. */
+int uroce_key_move_locked(struct uroce_ctx *ctx, struct uroce_mr *mr, uint32_t key)
+{
+	struct uroce_mr **pp;
+
+	if (key == mr->ibmr.lkey)
+		return 0;
+	if (uroce_mr_lookup(ctx, key))
+		return EEXIST;
+	for (pp = &ctx->mr_tab[key_hash(mr->ibmr.lkey)]; *pp; pp = &(*pp)->next)
+		if (*pp == mr) {
+			*pp = mr->next;
+			break;
+		}
+	mr->ibmr.lkey = mr->ibmr.rkey = key;
+	mr->next = ctx->mr_tab[key_hash(key)];
+	ctx->mr_tab[key_hash(key)] = mr;
+	return 0;
+}
+
+int uroce_key_insert(struct uroce_ctx *ctx, struct uroce_mr *mr)
 {
 	uint32_t key;
 
@@ -90,6 +113,7 @@ static int mr_insert(struct uroce_ctx *ctx, struct uroce_mr *mr)
 		ctx->mr_tab = calloc(MR_TAB_SIZE, sizeof(*ctx->mr_tab));
 		if (!ctx->mr_tab) {
 			pthread_rwlock_unlock(&ctx->mr_lock);
+			ur_dbg("reg_mr: out of memory for the key table");
 			return ENOMEM;
 		}
 	}
@@ -110,7 +134,7 @@ static int mr_insert(struct uroce_ctx *ctx, struct uroce_mr *mr)
 	return 0;
 }
 
-static void mr_remove(struct uroce_ctx *ctx, struct uroce_mr *mr)
+void uroce_key_remove(struct uroce_ctx *ctx, struct uroce_mr *mr)
 {
 	struct uroce_mr **pp;
 
@@ -176,6 +200,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	int err;
 
 	if (!pd) {
+		ur_dbg("reg_mr: pd is NULL");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -189,6 +214,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	}
 	mr = calloc(1, sizeof(*mr));
 	if (!mr) {
+		ur_dbg("reg_mr: out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -199,7 +225,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
 	mr->length = length;
 	mr->access = access;
-	err = mr_insert(to_uctx(pd->context), mr);
+	err = uroce_key_insert(to_uctx(pd->context), mr);
 	if (err) {
 		free(mr);
 		errno = err;
@@ -235,9 +261,14 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	struct uroce_mr *mr;
 
 	if (!ibmr)
-		return EINVAL;
+		return ur_dbg("dereg_mr: mr is NULL"), EINVAL;
 	mr = to_umr(ibmr);
-	mr_remove(to_uctx(ibmr->context), mr);
+	/* IBTA 10.6.7.2.?: an MR with memory windows bound cannot go */
+	if (atomic_load(&mr->nbound))
+		return ur_dbg("dereg_mr: %u memory window(s) still bound to the MR",
+			      atomic_load(&mr->nbound)),
+		       EBUSY;
+	uroce_key_remove(to_uctx(ibmr->context), mr);
 	atomic_fetch_sub(&to_upd(ibmr->pd)->refs, 1);
 	free(mr);
 	return 0;
@@ -262,7 +293,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	int err;
 
 	if (!ibmr)
-		return rereg_refused(EINVAL);
+		return ur_dbg("rereg_mr: mr is NULL"), rereg_refused(EINVAL);
 	mr = to_umr(ibmr);
 	ctx = to_uctx(ibmr->context);
 	if (!flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED))
@@ -337,7 +368,8 @@ int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_
 		if (take > len)
 			take = len;
 		mr = uroce_mr_lookup(ctx, sg[i].lkey);
-		if (!mr || mr->ibmr.pd != pd ||
+		/* memory windows have rkeys only: no local access through them */
+		if (!mr || mr->kind != UROCE_KEY_MR || mr->ibmr.pd != pd ||
 		    (to_sge && !(mr->access & IBV_ACCESS_LOCAL_WRITE))) {
 			*st = IBV_WC_LOC_PROT_ERR;
 			return -1;

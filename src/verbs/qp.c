@@ -155,6 +155,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	}
 	qp = calloc(1, sizeof(*qp));
 	if (!qp) {
+		ur_dbg("create_qp: out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -162,6 +163,9 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	qp->ctx = ctx;
 	qp->stats = uroce_stats_qp_add(ctx);
 	err = alloc_queues(qp, &ia->cap);
+	if (err)
+		ur_dbg("create_qp: out of memory for %u send / %u receive WRs", ia->cap.max_send_wr,
+		       ia->cap.max_recv_wr);
 	if (!err)
 		err = uroce_qpx_init(qp, ia);
 	if (err)
@@ -205,6 +209,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	qp->ep = uroce_ep_get(ctx, qp, &qpn);
 	if (!qp->ep) {
 		pthread_mutex_unlock(&ctx->lock);
+		ur_dbg("create_qp: no QPN: every endpoint is full or a UDP socket could not be "
+		       "opened (see the error above)");
 		err = ENOMEM;
 		goto err_free;
 	}
@@ -230,8 +236,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 		uroce_xrcd_get(qp->xrcd);
 	if (ia->srq)
 		atomic_fetch_add(&to_usrq(ia->srq)->refs, 1);
-	ur_dbg("create_qp: %s QPN 0x%06x (UDP port %u slot %u)", uroce_qp_type_name(ia->qp_type),
-	       qpn, qpn >> 8, qpn & 0xff);
+	ur_dbg("create_qp: %s QPN 0x%06x (UDP port %u)", uroce_qp_type_name(ia->qp_type), qpn,
+	       qp->ep->port);
 	return b;
 
 err_free:
@@ -246,6 +252,7 @@ UROCE_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_
 	struct ibv_qp *qp;
 
 	if (!pd || !attr) {
+		ur_dbg("create_qp: pd and attr must not be NULL");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -265,7 +272,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	struct uroce_ctx *ctx;
 
 	if (!ibqp)
-		return EINVAL;
+		return ur_dbg("destroy_qp: qp is NULL"), EINVAL;
 	qp = to_uqp(ibqp);
 	ctx = qp->ctx;
 	uroce_mcast_detach_all(qp);
@@ -300,6 +307,7 @@ UROCE_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcod
 	(void)qp;
 	(void)op;
 	if (flags) {
+		ur_dbg("query_qp_data_in_order: flags 0x%x: no flags are defined", flags);
 		errno = EINVAL;
 		return 0;
 	}
@@ -380,8 +388,9 @@ static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
 		qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
 	if (mask & IBV_QP_DEST_QPN) {
 		qp->attr.dest_qp_num = attr->dest_qp_num;
-		/* uroce native addressing: QPN n lives on UDP port n >> 8 */
-		qp->path.dport = (uint16_t)(attr->dest_qp_num >> 8);
+		/* native addressing: QPN n lives on UDP port n >> 8;
+		 * standard-port mode: 4791 (src/net/stdport.c) */
+		qp->path.dport = uroce_qpn_dport(attr->dest_qp_num);
 	}
 	if (mask & IBV_QP_RQ_PSN) {
 		qp->attr.rq_psn = attr->rq_psn;
@@ -409,7 +418,9 @@ static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
 		qp->resp.nres = qp->attr.max_dest_rd_atomic ? qp->attr.max_dest_rd_atomic : 1;
 		qp->resp.res = calloc(qp->resp.nres, sizeof(*qp->resp.res));
 		if (!qp->resp.res)
-			return ENOMEM;
+			return ur_dbg("modify_qp: out of memory for %u READ/atomic resources",
+				      qp->resp.nres),
+			       ENOMEM;
 		break;
 	case IBV_QPS_ERR:
 		uroce_qp_error(qp);
@@ -430,7 +441,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, in
 	int err;
 
 	if (!ibqp || !attr)
-		return EINVAL;
+		return ur_dbg("modify_qp: qp and attr must not be NULL"), EINVAL;
 	qp = to_uqp(ibqp);
 	pthread_mutex_lock(&qp->lock);
 	err = modify_qp(qp, attr, attr_mask);
@@ -446,7 +457,7 @@ UROCE_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int
 
 	(void)attr_mask; /* everything is returned, as rdma-core providers do */
 	if (!ibqp || !attr || !init_attr)
-		return EINVAL;
+		return ur_dbg("query_qp: qp, attr and init_attr must not be NULL"), EINVAL;
 	qp = to_uqp(ibqp);
 	pthread_mutex_lock(&qp->lock);
 	*attr = qp->attr;
@@ -490,6 +501,16 @@ static int prepare_swqe(struct uroce_qp *qp, const struct ibv_send_wr *wr, struc
 		if (wr->send_flags & IBV_SEND_INLINE)
 			return ur_dbg("post_send: IBV_SEND_INLINE is invalid for atomics"), EINVAL;
 		break;
+	case IBV_WR_SEND_WITH_INV:
+		if (qp->tr == UR_TR_UC)
+			return ur_dbg("post_send: SEND_WITH_INV needs RC or XRC"), EINVAL;
+		break;
+	case IBV_WR_BIND_MW:
+		if (!wr->bind_mw.mw || wr->bind_mw.mw->pd != qp->ibqp.qp_base.pd)
+			return ur_dbg("post_send: BIND_MW needs a window of the QP's PD"), EINVAL;
+		break;
+	case IBV_WR_LOCAL_INV:
+		break;
 	default:
 		return ur_dbg("post_send: opcode %d not supported on RC yet", wr->opcode), EINVAL;
 	}
@@ -521,6 +542,16 @@ static int prepare_swqe(struct uroce_qp *qp, const struct ibv_send_wr *wr, struc
 	}
 	w->length = (uint32_t)total;
 	w->xrc_srqn = qp->tr == UR_TR_XRC ? wr->qp_type.xrc.remote_srqn : 0;
+	w->mw = NULL;
+	if (wr->opcode == IBV_WR_BIND_MW) {
+		w->mw = wr->bind_mw.mw;
+		w->rkey = wr->bind_mw.rkey;
+		w->bind = wr->bind_mw.bind_info;
+		w->length = 0;
+	} else if (wr->opcode == IBV_WR_LOCAL_INV) {
+		w->imm_data = wr->invalidate_rkey;
+		w->length = 0;
+	}
 	w->state = UROCE_WQE_POSTED;
 	w->status = IBV_WC_SUCCESS;
 

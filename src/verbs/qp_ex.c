@@ -531,7 +531,7 @@ int uroce_qpx_init(struct uroce_qp *qp, const struct ibv_qp_init_attr_ex *ia)
 		return 0;
 	x = calloc(1, sizeof(*x));
 	if (!x)
-		return ENOMEM;
+		return ur_dbg("create_qp: out of memory for the ibv_wr_* state"), ENOMEM;
 	pthread_mutex_init(&x->lock, NULL);
 	x->send_ops = ia->send_ops_flags;
 	qp->qpx = x;
@@ -581,6 +581,7 @@ UROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 	struct uroce_qp *qp;
 
 	if (!ibqp) {
+		ur_dbg("qp_to_qp_ex: qp is NULL");
 		errno = EINVAL;
 		return NULL;
 	}

@@ -28,9 +28,10 @@ static int xsrq_register(struct uroce_srq *srq)
 		int cap = xsrq_cap ? xsrq_cap * 2 : 16;
 		void *n = realloc(xsrqs, (size_t)cap * sizeof(*xsrqs));
 
-		if (!n)
+		if (!n) {
+			ur_dbg("create_srq: out of memory for the XRC SRQ table");
 			err = ENOMEM;
-		else {
+		} else {
 			xsrqs = n;
 			xsrq_cap = cap;
 		}
@@ -74,8 +75,7 @@ static uint32_t pow2_at_least(uint32_t v)
 	return p;
 }
 
-struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context,
-				    struct ibv_srq_init_attr_ex *ia)
+struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context, struct ibv_srq_init_attr_ex *ia)
 {
 	struct uroce_srq *srq;
 	uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
@@ -113,13 +113,13 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context,
 		return NULL;
 	}
 	if (ia->attr.srq_limit > ia->attr.max_wr) {
-		ur_dbg("create_srq: srq_limit %u > max_wr %u", ia->attr.srq_limit,
-		       ia->attr.max_wr);
+		ur_dbg("create_srq: srq_limit %u > max_wr %u", ia->attr.srq_limit, ia->attr.max_wr);
 		errno = EINVAL;
 		return NULL;
 	}
 	srq = calloc(1, sizeof(*srq));
 	if (!srq) {
+		ur_dbg("create_srq: out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -128,6 +128,7 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context,
 	srq->rq.size = pow2_at_least(srq->rq.max_wr + 1);
 	srq->rq.wqe = calloc(srq->rq.size, sizeof(*srq->rq.wqe));
 	if (!srq->rq.wqe) {
+		ur_dbg("create_srq: out of memory for %u WRs", srq->rq.max_wr);
 		free(srq);
 		errno = ENOMEM;
 		return NULL;
@@ -166,6 +167,7 @@ UROCE_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_in
 	struct ibv_srq *srq;
 
 	if (!pd || !attr) {
+		ur_dbg("create_srq: pd and attr must not be NULL");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -186,7 +188,7 @@ UROCE_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr
 	int err = 0;
 
 	if (!ibsrq || !attr)
-		return EINVAL;
+		return ur_dbg("modify_srq: srq and attr must not be NULL"), EINVAL;
 	srq = to_usrq(ibsrq);
 	if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
 		return ur_dbg("modify_srq: unknown attr_mask bits 0x%x", mask), EINVAL;
@@ -213,7 +215,7 @@ UROCE_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 	struct uroce_srq *srq;
 
 	if (!ibsrq || !attr)
-		return EINVAL;
+		return ur_dbg("query_srq: srq and attr must not be NULL"), EINVAL;
 	srq = to_usrq(ibsrq);
 	pthread_mutex_lock(&srq->lock);
 	attr->max_wr = srq->rq.max_wr;
@@ -228,7 +230,7 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	struct uroce_srq *srq;
 
 	if (!ibsrq)
-		return EINVAL;
+		return ur_dbg("destroy_srq: srq is NULL"), EINVAL;
 	srq = to_usrq(ibsrq);
 	if (atomic_load(&srq->refs)) {
 		ur_dbg("destroy_srq: %u QP(s) still use the SRQ", atomic_load(&srq->refs));

@@ -117,6 +117,7 @@ UROCE_EXPORT int ibv_read_ibdev_sysfs_file(char *buf, size_t size,
 	(void)fnfmt;
 
 	if (!sysfs_dev) {
+		ur_dbg("read_ibdev_sysfs_file: sysfs_dev is NULL");
 		errno = EINVAL;
 		return -1;
 	}

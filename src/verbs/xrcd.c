@@ -90,6 +90,7 @@ struct ibv_xrcd *uroce_open_xrcd(struct ibv_context *context, struct ibv_xrcd_in
 	}
 	x = calloc(1, sizeof(*x));
 	if (!x) {
+		ur_dbg("open_xrcd: out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -117,6 +118,7 @@ struct ibv_xrcd *uroce_open_xrcd(struct ibv_context *context, struct ibv_xrcd_in
 		if (!dom) {
 			pthread_mutex_unlock(&xdom_lock);
 			free(x);
+			ur_dbg("open_xrcd: out of memory");
 			errno = ENOMEM;
 			return NULL;
 		}
@@ -164,9 +166,9 @@ struct ibv_qp *uroce_open_qp(struct ibv_context *context, struct ibv_qp_open_att
 	struct ibv_qp *found = NULL;
 
 	if (attr->qp_type != IBV_QPT_XRC_RECV || !attr->xrcd ||
-	    (attr->comp_mask & (IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
-				IBV_QP_OPEN_ATTR_TYPE)) !=
-		    (IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE)) {
+	    (attr->comp_mask &
+	     (IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE)) !=
+		(IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE)) {
 		ur_dbg("open_qp: needs qp_num, an XRC domain and type XRC_RECV");
 		errno = EINVAL;
 		return NULL;
