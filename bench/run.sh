@@ -30,6 +30,8 @@ usage: bench/run.sh [--quick] [--out DIR] [--reps N] [options]
   --no-install     do not apt-get install missing tools (matplotlib, ucx-utils)
   --no-veth        skip the network-namespace/veth part (needs root)
   --no-ucx         skip ucx_perftest
+  --only LIST      run only these sections (comma-separated, in the usual order):
+                   floors,qperf,ucx,sweep,key,cpu,veth
   -h, --help       this text
 EOF
 }
@@ -42,6 +44,8 @@ UROCE=""
 INSTALL=1
 VETH=1
 UCX=1
+ONLY=""
+ALL_SECTIONS="floors qperf ucx sweep key cpu veth"
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -54,6 +58,8 @@ while [[ $# -gt 0 ]]; do
 	--no-install) INSTALL=0 ;;
 	--no-veth) VETH=0 ;;
 	--no-ucx) UCX=0 ;;
+	--only) ONLY=$2; shift ;;
+	--only=*) ONLY=${1#*=} ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
 	esac
@@ -62,12 +68,24 @@ done
 [[ -n $REPS ]] || REPS=$((QUICK ? 2 : 3))
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --reps wants a positive integer" >&2; exit 2; }
 
+SECTIONS=$ALL_SECTIONS
+if [[ -n $ONLY ]]; then
+	SECTIONS=""
+	for sec in $ALL_SECTIONS; do
+		[[ ,$ONLY, == *,$sec,* ]] && SECTIONS+="$sec "
+	done
+	for sec in ${ONLY//,/ }; do
+		[[ " $ALL_SECTIONS " == *" $sec "* ]] || { echo "run.sh: unknown section $sec" >&2; exit 2; }
+	done
+fi
+
 mkdir -p "$OUT" || exit 2
 OUT=$(cd "$OUT" && pwd)
 RAW=$OUT/raw
 rm -rf "$RAW"
 mkdir -p "$RAW"
 PTS=$OUT/points.tsv
+: >"$OUT/run.log"
 printf 'tool\ttest\tvariant\tsize\trep\tmetric\tvalue\tstatus\tnote\n' >"$PTS"
 T0=$SECONDS
 
@@ -116,15 +134,23 @@ record() {
 # Background processes we started (each is a `timeout` leading its own
 # process group); the trap ends what is left of them.
 BG_PIDS=()
-kill_tree() { # PID: TERM then KILL the process group PID leads (or PID alone)
+# A PID is ours while its parent is this shell: PIDs wrap quickly on a busy
+# machine (pid_max 32768 here), and a PID bash has reaped may name a stranger.
+is_ours() { [[ $(awk '{ sub(/^.*\) /, ""); print $2 }' "/proc/$1/stat" 2>/dev/null) == "$BASHPID" ]]; }
+kill_tree() { # PID: TERM then KILL the process group PID leads (`timeout` leads one); echo nothing
 	local pid=$1 i
-	kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
-	kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
-	for i in 1 2 3 4 5 6 7 8 9 10; do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
+	[[ -n $pid ]] || return 0
+	if is_ours "$pid"; then
+		kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+		for i in 1 2 3 4 5 6 7 8 9 10; do
+			is_ours "$pid" || break
+			[[ $(awk '{ sub(/^.*\) /, ""); print $1 }' "/proc/$pid/stat" 2>/dev/null) == Z ]] && break
+			sleep 0.1
+		done
+		if is_ours "$pid" && [[ $(awk '{ sub(/^.*\) /, ""); print $1 }' "/proc/$pid/stat" 2>/dev/null) != Z ]]; then
+			kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null
+		fi
+	fi
 	wait "$pid" 2>/dev/null
 	return 0
 }
@@ -156,7 +182,8 @@ wait_listen() {
 reap() { # PID GRACE_S
 	local pid=$1 grace=${2:-5} i
 	for ((i = 0; i < grace * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
+		is_ours "$pid" || break
+		[[ $(awk '{ sub(/^.*\) /, ""); print $1 }' "/proc/$pid/stat" 2>/dev/null) == Z ]] && break
 		sleep 0.1
 	done
 	kill_tree "$pid"
@@ -246,6 +273,7 @@ if ((UCX)) && command -v ucx_perftest >/dev/null; then HAVE_UCX=1; fi
 	echo "ucx: $( ((HAVE_UCX)) && dpkg-query -W -f='${Version}' ucx-utils 2>/dev/null || echo none)"
 	echo "mode: $( ((QUICK)) && echo quick || echo full)"
 	echo "reps: $REPS"
+	echo "sections: $SECTIONS"
 } >"$OUT/meta.txt"
 top -bn1 | head -20 >"$RAW/top_start.txt" 2>/dev/null
 "$UROCE" run ibv_devinfo -v -d uroce_lo >"$RAW/devinfo.txt" 2>&1
@@ -355,9 +383,10 @@ uroce_lat() {
 # ---- peers -------------------------------------------------------------------------
 
 # qperf: one server in the background per section.
-QPERF_PID="" QPERF_PORT=""
+QPERF_PID="" QPERF_PORT="" QPERF_NS=""
 qperf_start() { # [NETNS]
 	local pre=()
+	QPERF_NS=${1-}
 	[[ -n ${1-} ]] && pre=(ip netns exec "$1")
 	next_port
 	QPERF_PORT=$PORT
@@ -366,15 +395,33 @@ qperf_start() { # [NETNS]
 	BG_PIDS+=("$QPERF_PID")
 	wait_listen "$QPERF_PORT" "${1-}" 10
 }
-qperf_stop() { [[ -n $QPERF_PID ]] && reap "$QPERF_PID" 0; QPERF_PID=""; }
+qperf_stop() {
+	[[ -n $QPERF_PID ]] || return 0
+	if ! is_ours "$QPERF_PID"; then
+		wait "$QPERF_PID" 2>/dev/null
+		log "note: the qperf server had exited by itself (status $?)"
+	fi
+	reap "$QPERF_PID" 0
+	QPERF_PID=""
+}
+# (re)start the server if it is gone (seen once on a loaded machine)
+qperf_ensure() {
+	if [[ -z $QPERF_PID ]] || ! is_ours "$QPERF_PID"; then
+		qperf_stop
+		qperf_start "$QPERF_NS"
+	fi
+}
 
-# qperf_run LABEL TIME SIZE TEST [HOST [NETNS]] -> prints value (MB/s or us) or nothing
+# qperf_run LABEL TIME SIZE TEST [HOST [NETNS]]: sets QV to the value (MB/s or us) or ""
+# (not run in $(...): it may restart the server, which must stay this shell's child)
+QV=""
 qperf_run() {
 	local label=$1 t=$2 size=$3 test=$4 host=${5:-127.0.0.1} pre=()
 	[[ -n ${6-} ]] && pre=(ip netns exec "$6")
+	qperf_ensure
 	"${pre[@]}" timeout -k 3 $((t + 20)) qperf "$host" -lp "$QPERF_PORT" -t "$t" -m "$size" -v "$test" \
 		</dev/null >"$RAW/$label" 2>&1
-	awk '
+	QV=$(awk '
 		$1 == "bw" && $2 == "=" {
 			u = $4; v = $3
 			f = (u ~ /^GB/) ? 1e3 : (u ~ /^MB/) ? 1 : (u ~ /^KB/) ? 1e-3 : (u ~ /^B/) ? 1e-6 : 0
@@ -384,16 +431,25 @@ qperf_run() {
 			u = $4; v = $3
 			f = (u == "ns") ? 1e-3 : (u == "us") ? 1 : (u == "ms") ? 1e3 : (u == "sec") ? 1e6 : 0
 			if (f && v > 0) printf "%.3f\n", v * f
-		}' "$RAW/$label"
+		}' "$RAW/$label")
 }
 qperf_point() { # TEST SIZE REP METRIC TIME
 	local v
-	v=$(qperf_run "qperf_$1_$2_r$3" "$5" "$2" "$1")
+	qperf_run "qperf_$1_$2_r$3" "$5" "$2" "$1"
+	v=$QV
 	if [[ -n $v ]]; then
 		record qperf "$1" lo "$2" "$3" "$4" "$v" ok
 	elif [[ $1 == udp_lat && $2 -gt 65507 ]]; then
 		record qperf "$1" lo "$2" "$3" "$4" "" n/a "larger than a UDP datagram"
 	else
+		{
+			echo "uroce-bench: qperf server $QPERF_PID (port $QPERF_PORT):"
+			ps -o pid,ppid,stat,etime,args -p "$QPERF_PID" --ppid "$QPERF_PID" 2>&1
+			local c
+			c=$(child_of "$QPERF_PID")
+			[[ -n $c ]] && ps -o pid,ppid,stat,etime,args --ppid "$c" 2>&1
+			ss -tanp 2>/dev/null | grep -E ":$QPERF_PORT\b"
+		} >>"$RAW/qperf_$1_$2_r$3"
 		record qperf "$1" lo "$2" "$3" "$4" "" fail "raw/qperf_$1_$2_r$3"
 	fi
 }
@@ -479,6 +535,7 @@ cpu_uroce() { # REP
 
 cpu_tcp() { # REP (needs the qperf server running on loopback)
 	local rep=$1 label="qperf_cpu_tcp_bw_${KEY_BW}_r$1" qp before after c bw
+	qperf_ensure
 	qp=$(child_of "$QPERF_PID")
 	before=$(proc_cpu_s "$qp")
 	/usr/bin/time -f '%U %S %e' -o "$RAW/$label.time" \
@@ -539,133 +596,152 @@ veth_setup() {
 }
 
 # ===================================================================================
-log "floors: memcpy, busy-poll UDP ping-pong"
+# The sections, in the order they run (--only picks some).
 # ===================================================================================
 
-MC_SIZES=($(printf '%s\n' "${BW_SIZES[@]}" "$KEY_BW" | sort -nu))
-PP_SIZES=($(printf '%s\n' "${LAT_SIZES[@]}" "$KEY_LAT" | sort -nu))
-timeout -k 3 120 "$OUT/memcpy_bw" -t 0.2 "$(join "${MC_SIZES[@]}")" >"$RAW/memcpy_bw.out" 2>&1
-for s in "${MC_SIZES[@]}"; do
-	line=$(grep "^size=$s " "$RAW/memcpy_bw.out")
-	if [[ -n $line ]]; then
-		record memcpy memcpy hot "$s" 1 bw_MBps "$(sed 's/.*hot_MBps=\([^ ]*\).*/\1/' <<<"$line")" ok
-		record memcpy memcpy stream "$s" 1 bw_MBps "$(sed 's/.*stream_MBps=\([^ ]*\).*/\1/' <<<"$line")" ok
+sec_floors() {
+	log "floors: memcpy, busy-poll UDP ping-pong"
+	local s line
+	MC_SIZES=($(printf '%s\n' "${BW_SIZES[@]}" "$KEY_BW" | sort -nu))
+	PP_SIZES=($(printf '%s\n' "${LAT_SIZES[@]}" "$KEY_LAT" | sort -nu))
+	timeout -k 3 120 "$OUT/memcpy_bw" -t 0.2 "$(join "${MC_SIZES[@]}")" >"$RAW/memcpy_bw.out" 2>&1
+	for s in "${MC_SIZES[@]}"; do
+		line=$(grep "^size=$s " "$RAW/memcpy_bw.out")
+		if [[ -n $line ]]; then
+			record memcpy memcpy hot "$s" 1 bw_MBps "$(sed 's/.*hot_MBps=\([^ ]*\).*/\1/' <<<"$line")" ok
+			record memcpy memcpy stream "$s" 1 bw_MBps "$(sed 's/.*stream_MBps=\([^ ]*\).*/\1/' <<<"$line")" ok
+		else
+			record memcpy memcpy hot "$s" 1 bw_MBps "" fail raw/memcpy_bw.out
+		fi
+	done
+	pingpong "$(join "${PP_SIZES[@]}")" 0 "$PP_ITERS"
+}
+
+sec_qperf() {
+	log "qperf on loopback: tcp_bw, tcp_lat, udp_lat"
+	local s
+	if qperf_start; then
+		for s in "${BW_SIZES[@]}"; do qperf_point tcp_bw "$s" 0 bw_MBps "$PERF_DUR"; done
+		for s in "${LAT_SIZES[@]}"; do qperf_point tcp_lat "$s" 0 lat_us 1; done
+		for s in "${LAT_SIZES[@]}"; do qperf_point udp_lat "$s" 0 lat_us 1; done
 	else
-		record memcpy memcpy hot "$s" 1 bw_MBps "" fail raw/memcpy_bw.out
+		log "qperf server did not start"
+		for s in "${BW_SIZES[@]}"; do record qperf tcp_bw lo "$s" 0 bw_MBps "" fail "qperf server"; done
 	fi
-done
-pingpong "$(join "${PP_SIZES[@]}")" 0 "$PP_ITERS"
+	qperf_stop
+}
 
-# ===================================================================================
-log "qperf on loopback: tcp_bw, tcp_lat, udp_lat"
-# ===================================================================================
-
-if qperf_start; then
-	for s in "${BW_SIZES[@]}"; do qperf_point tcp_bw "$s" 0 bw_MBps 1; done
-	for s in "${LAT_SIZES[@]}"; do qperf_point tcp_lat "$s" 0 lat_us 1; done
-	for s in "${LAT_SIZES[@]}"; do qperf_point udp_lat "$s" 0 lat_us 1; done
-else
-	log "qperf server did not start"
-	for s in "${BW_SIZES[@]}"; do record qperf tcp_bw lo "$s" 0 bw_MBps "" fail "qperf server"; done
-fi
-qperf_stop
-
-# ===================================================================================
-if ((HAVE_UCX)); then
+sec_ucx() {
+	local s n
+	if ((!HAVE_UCX)); then
+		log "ucx_perftest not installed: UCX skipped"
+		record ucx tag_bw tcp "$KEY_BW" 0 bw_MBps "" n/a "ucx_perftest not installed"
+		return
+	fi
 	log "ucx_perftest over UCX tcp: tag_bw, tag_lat"
 	if ((QUICK)); then
-		ucx_point tag_bw "$KEY_BW" 0 bw_MBps 4096
-		ucx_point tag_lat "$KEY_LAT" 0 lat_us 10000
-	else
-		for s in "${BW_SIZES[@]}"; do
-			n=$((268435456 / s))
-			((n > 100000)) && n=100000
-			((n < 256)) && n=256
-			ucx_point tag_bw "$s" 0 bw_MBps "$n"
-		done
-		for s in "${LAT_SIZES[@]}"; do ucx_point tag_lat "$s" 0 lat_us 5000; done
+		ucx_point tag_bw "$KEY_BW" 0 bw_MBps 2048
+		ucx_point tag_lat "$KEY_LAT" 0 lat_us 2000
+		return
 	fi
-else
-	log "ucx_perftest not installed: UCX skipped"
-	record ucx tag_bw tcp "$KEY_BW" 0 bw_MBps "" n/a "ucx_perftest not installed"
-fi
+	for s in "${BW_SIZES[@]}"; do
+		n=$((268435456 / s))
+		((n > 100000)) && n=100000
+		((n < 256)) && n=256
+		ucx_point tag_bw "$s" 0 bw_MBps "$n"
+	done
+	for s in "${LAT_SIZES[@]}"; do ucx_point tag_lat "$s" 0 lat_us 5000; done
+}
 
-# ===================================================================================
-log "uroce sweep: ib_write_bw, ib_send_bw, ib_read_bw (${#BW_SIZES[@]} sizes, -D $PERF_DUR)"
-# ===================================================================================
+sec_sweep() {
+	local s
+	log "uroce sweep: ib_write_bw, ib_send_bw, ib_read_bw$( ((Q8_SWEEP)) && echo ', ib_write_bw -q 8') (${#BW_SIZES[@]} sizes, -D $PERF_DUR)"
+	for s in "${BW_SIZES[@]}"; do
+		uroce_bw ib_write_bw "$s" 0 rc
+		uroce_bw ib_send_bw "$s" 0 rc
+		uroce_bw ib_read_bw "$s" 0 rc
+		((Q8_SWEEP)) && uroce_bw ib_write_bw "$s" 0 rc_q8 -q 8
+	done
+	for s in "${UD_SIZES[@]}"; do uroce_bw ib_send_bw "$s" 0 ud -c UD; done
 
-for s in "${BW_SIZES[@]}"; do
-	uroce_bw ib_write_bw "$s" 0 rc
-	uroce_bw ib_send_bw "$s" 0 rc
-	uroce_bw ib_read_bw "$s" 0 rc
-	((Q8_SWEEP)) && uroce_bw ib_write_bw "$s" 0 rc_q8 -q 8
-done
-log "uroce sweep: UD send bandwidth"
-for s in "${UD_SIZES[@]}"; do uroce_bw ib_send_bw "$s" 0 ud -c UD; done
+	log "uroce sweep: latency (${#LAT_SIZES[@]} sizes, iterations adapted to ~$((LAT_BUDGET_US / 1000)) ms a run)"
+	for s in "${LAT_SIZES[@]}"; do
+		uroce_lat ib_send_lat "$s" 0 rc
+		uroce_lat ib_write_lat "$s" 0 rc
+		uroce_lat ib_read_lat "$s" 0 rc
+	done
+	for s in "${UD_SIZES[@]}"; do uroce_lat ib_send_lat "$s" 0 ud -c UD; done
+	((QUICK)) || uroce_lat ib_atomic_lat 8 0 rc
+}
 
-log "uroce sweep: latency (${#LAT_SIZES[@]} sizes, -n $LAT_ITERS)"
-for s in "${LAT_SIZES[@]}"; do
-	uroce_lat ib_send_lat "$s" 0 rc
-	uroce_lat ib_write_lat "$s" 0 rc
-	uroce_lat ib_read_lat "$s" 0 rc
-done
-for s in "${UD_SIZES[@]}"; do uroce_lat ib_send_lat "$s" 0 ud -c UD; done
-((QUICK)) || uroce_lat ib_atomic_lat 8 0 rc
+sec_key() {
+	local r
+	log "key points, $REPS reps (interleaved so every rep sees the same machine)"
+	qperf_start || log "qperf server did not start"
+	for ((r = 1; r <= REPS; r++)); do
+		log "  rep $r/$REPS"
+		uroce_bw ib_write_bw "$KEY_BW" "$r" rc
+		qperf_point tcp_bw "$KEY_BW" "$r" bw_MBps "$PERF_DUR"
+		uroce_bw ib_send_bw "$KEY_BW" "$r" rc
+		uroce_bw ib_write_bw "$KEY_BW" "$r" rc_q8 -q 8
+		pingpong "$KEY_LAT" "$r" "$PP_ITERS"
+		uroce_lat ib_send_lat "$KEY_LAT" "$r" rc
+		uroce_lat ib_write_lat "$KEY_LAT" "$r" rc
+		uroce_lat ib_read_lat "$KEY_LAT" "$r" rc
+		uroce_lat ib_atomic_lat 8 "$r" rc
+		uroce_lat ib_send_lat "$KEY_LAT" "$r" ud -c UD
+		uroce_bw ib_send_bw "$KEY_LAT" "$r" ud -c UD
+		qperf_point tcp_lat "$KEY_LAT" "$r" lat_us 1
+		qperf_point udp_lat "$KEY_LAT" "$r" lat_us 1
+	done
+	qperf_stop
+}
 
-# ===================================================================================
-log "key points, $REPS reps (interleaved so every rep sees the same machine)"
-# ===================================================================================
+sec_cpu() {
+	local r
+	log "CPU time per GB: uroce ib_write_bw vs qperf tcp_bw at $KEY_BW B"
+	qperf_start || log "qperf server did not start"
+	for ((r = 1; r <= REPS; r++)); do
+		cpu_uroce "$r"
+		cpu_tcp "$r"
+	done
+	qperf_stop
+}
 
-qperf_start || log "qperf server did not start"
-for ((r = 1; r <= REPS; r++)); do
-	log "  rep $r/$REPS"
-	uroce_bw ib_write_bw "$KEY_BW" "$r" rc
-	qperf_point tcp_bw "$KEY_BW" "$r" bw_MBps "$PERF_DUR"
-	uroce_bw ib_send_bw "$KEY_BW" "$r" rc
-	uroce_bw ib_write_bw "$KEY_BW" "$r" rc_q8 -q 8
-	pingpong "$KEY_LAT" "$r" "$PP_ITERS"
-	uroce_lat ib_send_lat "$KEY_LAT" "$r" rc
-	uroce_lat ib_write_lat "$KEY_LAT" "$r" rc
-	uroce_lat ib_read_lat "$KEY_LAT" "$r" rc
-	uroce_lat ib_atomic_lat 8 "$r" rc
-	uroce_lat ib_send_lat "$KEY_LAT" "$r" ud -c UD
-	uroce_bw ib_send_bw "$KEY_LAT" "$r" ud -c UD
-	qperf_point tcp_lat "$KEY_LAT" "$r" lat_us 1
-	qperf_point udp_lat "$KEY_LAT" "$r" lat_us 1
-done
-
-log "CPU time per GB: uroce ib_write_bw vs qperf tcp_bw at $KEY_BW B"
-for ((r = 1; r <= REPS; r++)); do
-	cpu_uroce "$r"
-	if [[ -n $QPERF_PID ]]; then cpu_tcp "$r"; fi
-done
-qperf_stop
-
-# ===================================================================================
-if ((VETH)); then
+sec_veth() {
+	local r v
 	log "veth pair between two network namespaces"
-	if veth_setup; then
-		# both ends' interfaces are named $VIF (each in its own namespace), so
-		# both processes open the device uroce_$VIF
-		PT_NS_SRV=$NSA PT_NS_CLI=$NSB PT_ENV=("UROCE_IFACES=$VIF") PT_DEV=uroce_$VIF PT_ADDR=$VETH_A_IP
-		qperf_start "$NSA" || log "veth: qperf server did not start"
-		for ((r = 1; r <= REPS; r++)); do
-			log "  rep $r/$REPS"
-			uroce_bw ib_write_bw "$KEY_BW" "$r" veth
-			v=$(qperf_run "qperf_veth_tcp_bw_${KEY_BW}_r$r" "$PERF_DUR" "$KEY_BW" tcp_bw "$VETH_A_IP" "$NSB")
-			if [[ -n $v ]]; then
-				record qperf tcp_bw veth "$KEY_BW" "$r" bw_MBps "$v" ok
-			else
-				record qperf tcp_bw veth "$KEY_BW" "$r" bw_MBps "" fail "raw/qperf_veth_tcp_bw_${KEY_BW}_r$r"
-			fi
-		done
-		qperf_stop
-		PT_NS_SRV="" PT_NS_CLI="" PT_ENV=() PT_DEV=uroce_lo PT_ADDR=127.0.0.1
-	else
+	if ! veth_setup; then
 		record uroce ib_write_bw veth "$KEY_BW" 1 bw_MBps "" fail "veth setup failed"
+		cleanup
+		return
 	fi
+	# both ends' interfaces are named $VIF (each in its own namespace), so
+	# both processes open the device uroce_$VIF
+	PT_NS_SRV=$NSA PT_NS_CLI=$NSB PT_ENV=("UROCE_IFACES=$VIF") PT_DEV=uroce_$VIF PT_ADDR=$VETH_A_IP
+	qperf_start "$NSA" || log "veth: qperf server did not start"
+	for ((r = 1; r <= REPS; r++)); do
+		log "  rep $r/$REPS"
+		uroce_bw ib_write_bw "$KEY_BW" "$r" veth
+		qperf_run "qperf_veth_tcp_bw_${KEY_BW}_r$r" "$PERF_DUR" "$KEY_BW" tcp_bw "$VETH_A_IP" "$NSB"
+		v=$QV
+		if [[ -n $v ]]; then
+			record qperf tcp_bw veth "$KEY_BW" "$r" bw_MBps "$v" ok
+		else
+			record qperf tcp_bw veth "$KEY_BW" "$r" bw_MBps "" fail "raw/qperf_veth_tcp_bw_${KEY_BW}_r$r"
+		fi
+	done
+	qperf_stop
+	PT_NS_SRV="" PT_NS_CLI="" PT_ENV=() PT_DEV=uroce_lo PT_ADDR=127.0.0.1
 	cleanup
-fi
+}
+
+for sec in $SECTIONS; do
+	case $sec in
+	floors | qperf | ucx | sweep | key | cpu) "sec_$sec" ;;
+	veth) ((VETH)) && sec_veth ;;
+	esac
+done
 
 log "loadavg at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "loadavg_end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.txt"

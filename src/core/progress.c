@@ -98,6 +98,8 @@ static void *progress_main(void *arg)
 			if (t <= now) {
 				t = run_timers(ctx);
 				uroce_fault_timer(ctx); /* held packets (UROCE_FAULT) */
+				for (int i = 0; i < atomic_load(&ctx->nep); i++)
+					uroce_ep_flush(ctx->ep[i]);
 				continue;
 			}
 			timeout = (int)((t - now + 999999) / 1000000);

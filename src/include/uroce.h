@@ -107,6 +107,10 @@ struct uroce_ep {
 	uint32_t slot_hi; /* no slot at or above this was ever used */
 	pthread_mutex_t rx_lock;
 	struct uroce_ep_rx *rx;
+	/* transmit batch for UDP GSO (src/net/gso.c); tx_lock is a leaf lock */
+	pthread_mutex_t tx_lock;
+	struct uroce_ep_tx *tx;
+	bool gso;
 };
 
 /* Counters: struct uroce_counters (device) and struct uroce_stats_qp (per QP)
@@ -384,6 +388,7 @@ struct uroce_qp {
 		int rnr_timer;
 		bool drop_msg;		 /* UC: drop the rest of a damaged message */
 		struct ibv_srq *xsrq;	 /* XRC: the SRQ named by this packet's XRCETH */
+		uint32_t xsrqn;		 /* XRC: the SRQ number of the message in progress */
 	} resp;
 };
 static inline struct uroce_qp *to_uqp(struct ibv_qp *q) { return container_of((struct ibv_qp_ex *)q, struct uroce_qp, ibqp); }
@@ -457,8 +462,21 @@ struct uroce_ep *uroce_ep_open_std(struct uroce_ctx *ctx, struct in_addr addr, i
 struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn);
 void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp);
 int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len);
+/* src/net/gso.c: batching for UDP GSO/GRO */
+void uroce_gso_setup(struct uroce_ep *ep);
+void uroce_gso_free(struct uroce_ep *ep);
+bool uroce_gso_add(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len);
+/* Send what the endpoint's batch holds (call before blocking or returning
+ * to the application). */
+void uroce_ep_flush(struct uroce_ep *ep);
+uint32_t uroce_gro_size(const struct msghdr *mh);
+/* One sendmsg to ip (with UDP_SEGMENT when gso_size): 0 or an errno. */
+int uroce_udp_send(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len,
+		   uint32_t gso_size);
 /* Read and dispatch up to budget packets; returns the count handled. */
 int uroce_ep_poll(struct uroce_ep *ep, int budget);
+/* Tests and fuzzing: deliver one datagram from ip as if ep had received it. */
+void uroce_ep_inject(struct uroce_ep *ep, uint8_t *data, size_t len, const struct uroce_ipinfo *ip);
 void uroce_ep_close(struct uroce_ep *ep);
 /* The QP that owns qpn on ep, or NULL (rx_lock or ctx->lock held). */
 struct uroce_qp *uroce_ep_qp(struct uroce_ep *ep, uint32_t qpn);

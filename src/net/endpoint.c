@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,8 +26,8 @@
 #include "net/fault.h"
 #include "net/pcap.h"
 
-#define RX_BATCH 32
-#define RX_BUFSZ (4096 + 256)
+#define RX_BATCH 16
+#define RX_BUFSZ (65536 + 256) /* a UDP GRO batch (src/net/gso.c) */
 #define SOCK_BUF (8 << 20)
 
 struct uroce_ep_rx {
@@ -34,7 +35,7 @@ struct uroce_ep_rx {
 	struct iovec iov[RX_BATCH];
 	struct sockaddr_in from[RX_BATCH];
 	union {
-		char buf[CMSG_SPACE(sizeof(struct in_pktinfo))];
+		char buf[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} ctl[RX_BATCH];
 	uint8_t data[RX_BATCH][RX_BUFSZ];
@@ -85,6 +86,7 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 	}
 	set_bufsz(ep->fd, SO_RCVBUFFORCE, SO_RCVBUF);
 	set_bufsz(ep->fd, SO_SNDBUFFORCE, SO_SNDBUF);
+	uroce_gso_setup(ep);
 	if (reuse && setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one))) {
 		ur_err("setsockopt(SO_REUSEADDR): %s", strerror(errno));
 		goto err_close;
@@ -115,6 +117,7 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 	return ep;
 
 err_close:
+	uroce_gso_free(ep);
 	close(ep->fd);
 err_free:
 	free(ep->rx);
@@ -154,6 +157,8 @@ struct uroce_ep *uroce_ep_open_std(struct uroce_ctx *ctx, struct in_addr addr, i
 
 void uroce_ep_close(struct uroce_ep *ep)
 {
+	uroce_ep_flush(ep);
+	uroce_gso_free(ep);
 	close(ep->fd);
 	pthread_mutex_destroy(&ep->rx_lock);
 	free(ep->rx);
@@ -253,14 +258,17 @@ void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp)
 	pthread_mutex_unlock(&ep->rx_lock);
 }
 
-static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf,
-		       size_t len)
+/* One sendmsg: the packet(s) in buf to ip, from the SGID's address
+ * (IP_PKTINFO); with gso_size, the kernel cuts buf into datagrams of that
+ * size (UDP_SEGMENT, src/net/gso.c).  Returns 0 or an errno. */
+int uroce_udp_send(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len,
+		   uint32_t gso_size)
 {
 	struct sockaddr_in to = { .sin_family = AF_INET,
 				  .sin_port = htons(ip->dport),
 				  .sin_addr = ip->dst.v4 };
 	union {
-		char buf[CMSG_SPACE(sizeof(struct in_pktinfo))];
+		char buf[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(uint16_t))];
 		struct cmsghdr align;
 	} ctl;
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
@@ -269,7 +277,7 @@ static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const
 			     .msg_iov = &iov,
 			     .msg_iovlen = 1,
 			     .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf) };
+			     .msg_controllen = CMSG_SPACE(sizeof(struct in_pktinfo)) };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
 	struct in_pktinfo pi = { .ipi_spec_dst = ip->src.v4 };
 
@@ -277,28 +285,50 @@ static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const
 	if (IN_MULTICAST(ntohl(ip->dst.v4.s_addr)))
 		pi.ipi_ifindex = ep->ctx->dev->ifindex;
 
+	memset(&ctl, 0, sizeof(ctl));
 	cm->cmsg_level = IPPROTO_IP;
 	cm->cmsg_type = IP_PKTINFO;
 	cm->cmsg_len = CMSG_LEN(sizeof(pi));
 	memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+	if (gso_size) {
+		uint16_t g = (uint16_t)gso_size;
+
+		mh.msg_controllen = sizeof(ctl.buf);
+		cm = CMSG_NXTHDR(&mh, cm);
+		cm->cmsg_level = SOL_UDP;
+		cm->cmsg_type = 103; /* UDP_SEGMENT */
+		cm->cmsg_len = CMSG_LEN(sizeof(g));
+		memcpy(CMSG_DATA(cm), &g, sizeof(g));
+	}
 
 	for (;;) {
 		ssize_t r = sendmsg(ep->fd, &mh, MSG_DONTWAIT);
 
-		if (r == (ssize_t)len) {
-			uroce_count(ep->ctx, tx_pkts, 1);
-			uroce_count(ep->ctx, tx_bytes, len);
-			uroce_pcap(ep->ctx, UROCE_PCAP_TX, ip, buf, len);
+		if (r == (ssize_t)len)
 			return 0;
-		}
 		if (r < 0 && errno == EINTR)
 			continue;
+		if (gso_size && r < 0 && (errno == EINVAL || errno == EIO || errno == EOPNOTSUPP))
+			return errno; /* the caller falls back to single packets */
 		/* A full socket buffer or an unreachable peer is a lost
 		 * packet: the transport's retransmission deals with it. */
 		uroce_count(ep->ctx, send_err, 1);
 		ur_trace("sendmsg to port %u: %s", ip->dport, r < 0 ? strerror(errno) : "short");
-		return -1;
+		return r < 0 ? errno : EIO;
 	}
+}
+
+static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf,
+		       size_t len)
+{
+	if (uroce_gso_add(ep, ip, buf, len))
+		return 0;
+	if (uroce_udp_send(ep, ip, buf, len, 0))
+		return -1;
+	uroce_count(ep->ctx, tx_pkts, 1);
+	uroce_count(ep->ctx, tx_bytes, len);
+	uroce_pcap(ep->ctx, UROCE_PCAP_TX, ip, buf, len);
+	return 0;
 }
 
 /* Parse, check and hand one packet to its QP (rx_lock held). */
@@ -320,7 +350,9 @@ static void deliver(struct uroce_ep *ep, uint8_t *data, size_t len, const struct
 		/* Standard-port mode: the peer (kernel rxe, a NIC) may number
 		 * its IPv4 IDs, which the ICRC covers and a UDP socket cannot
 		 * see: accept when some ID makes the ICRC match (stdport.c). */
-		if (uroce_std_mode() && uroce_icrc_ok_any_ipid(&pkt, &ip, &ipid)) {
+		/* Native mode: a GSO batch that was segmented before it
+		 * reached us numbers its segments' IDs 0..63 (gso.c). */
+		if (uroce_icrc_ok_any_ipid(&pkt, &ip, &ipid) && (uroce_std_mode() || ipid < 64)) {
 			ur_trace("%s psn %u: ICRC matches with IPv4 ID 0x%04x",
 				 uroce_opcode_name(pkt.opcode), pkt.psn, ipid);
 		} else {
@@ -369,8 +401,8 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 	struct uroce_ipinfo ip = { .family = AF_INET };
 	struct cmsghdr *cm;
 	bool have_dst = false;
+	uint32_t gro;
 
-	uroce_count(ctx, rx_pkts, 1);
 	uroce_count(ctx, rx_bytes, len);
 	for (cm = CMSG_FIRSTHDR((struct msghdr *)mh); cm; cm = CMSG_NXTHDR((struct msghdr *)mh, cm))
 		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
@@ -387,9 +419,32 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
 	}
-	if (uroce_fault_on(ctx) && uroce_fault_rx(ep, data, len, &ip, &fault_ops))
-		return;
-	deliver(ep, data, len, &ip);
+	/* A UDP GRO batch: segment k of a GSO send, checked with IPv4 ID k */
+	gro = uroce_gro_size(mh);
+	if (!gro || gro >= len)
+		gro = (uint32_t)len;
+	for (size_t off = 0; off < len; off += gro, ip.ipid++) {
+		size_t n = len - off < gro ? len - off : gro;
+
+		uroce_count(ctx, rx_pkts, 1);
+		if (uroce_fault_on(ctx) && uroce_fault_rx(ep, data + off, n, &ip, &fault_ops))
+			continue;
+		deliver(ep, data + off, n, &ip);
+	}
+}
+
+/* ACK coalescing: one ACK per QP per batch (see resp.c); rx_lock held. */
+static void flush_acks(struct uroce_ep *ep)
+{
+	for (uint32_t s = 1; s < ep->slot_hi; s++) {
+		struct uroce_qp *qp = ep->slot[s];
+
+		if (qp && qp->resp.ack_pending) {
+			pthread_mutex_lock(&qp->lock);
+			uroce_resp_flush_ack(qp);
+			pthread_mutex_unlock(&qp->lock);
+		}
+	}
 }
 
 int uroce_ep_poll(struct uroce_ep *ep, int budget)
@@ -429,16 +484,23 @@ int uroce_ep_poll(struct uroce_ep *ep, int budget)
 	}
 	if (uroce_fault_on(ep->ctx))
 		released = uroce_fault_release(ep, &fault_ops);
-	/* ACK coalescing: one ACK per QP per batch (see resp.c) */
-	for (uint32_t s = 1; s < ep->slot_hi && (done || released); s++) {
-		struct uroce_qp *qp = ep->slot[s];
-
-		if (qp && qp->resp.ack_pending) {
-			pthread_mutex_lock(&qp->lock);
-			uroce_resp_flush_ack(qp);
-			pthread_mutex_unlock(&qp->lock);
-		}
-	}
+	if (done || released)
+		flush_acks(ep);
+	uroce_ep_flush(ep); /* ACKs, READ responses, window refills */
 	pthread_mutex_unlock(&ep->rx_lock);
 	return done;
+}
+
+/* Tests and fuzzing (tests/fuzz/fuzz_rx.c, tests/unit/test_hostile.c): one
+ * datagram from ip enters the receive path as if recvmmsg had returned it
+ * (no fault injection); the ACKs it leaves pending are sent. */
+void uroce_ep_inject(struct uroce_ep *ep, uint8_t *data, size_t len, const struct uroce_ipinfo *ip)
+{
+	pthread_mutex_lock(&ep->rx_lock);
+	uroce_count(ep->ctx, rx_pkts, 1);
+	uroce_count(ep->ctx, rx_bytes, len);
+	deliver(ep, data, len, ip);
+	flush_acks(ep);
+	uroce_ep_flush(ep);
+	pthread_mutex_unlock(&ep->rx_lock);
 }

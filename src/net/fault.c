@@ -25,7 +25,7 @@
 
 #include "net/fault.h"
 
-#define FAULT_MAX_HELD	 1024	   /* beyond this, packets pass unharmed */
+#define FAULT_MAX_HELD	 1024 /* beyond this, packets pass unharmed */
 #define FAULT_MAX_PKT	 (4096 + 256)
 #define FAULT_RETRY_NS	 200000ull /* look again when an endpoint was busy */
 #define FAULT_REORDER_MS 2	   /* default longest hold of a reordered packet */
@@ -180,8 +180,8 @@ int uroce_fault_parse(const char *spec, struct uroce_fault_cfg *cfg, char *err, 
 				*colon++ = '\0';
 			if (parse_u64(v, UR_QPN_MASK, &x) ||
 			    (colon && parse_u64(colon, ULONG_MAX, &n)))
-				parse_err("drop_qp=%s%s%s: expected QPN[:COUNT], e.g. 0x1a2b01:3", v,
-					  colon ? ":" : "", colon ? colon : "");
+				parse_err("drop_qp=%s%s%s: expected QPN[:COUNT], e.g. 0x1a2b01:3",
+					  v, colon ? ":" : "", colon ? colon : "");
 			cfg->drop_qp[cfg->ndrop_qp].qpn = (uint32_t)x;
 			cfg->drop_qp[cfg->ndrop_qp].n = (unsigned long)n;
 			cfg->ndrop_qp++;
@@ -207,7 +207,7 @@ static bool cfg_active(const struct uroce_fault_cfg *c)
 
 static void log_cfg(struct uroce_ctx *ctx, const struct uroce_fault_cfg *c)
 {
-	static const char *const dir[] = { "", "tx", "rx", "both" };
+	static const char *const dir[] = {"", "tx", "rx", "both"};
 	char qps[UROCE_FAULT_MAX_DROP_QP * 32] = "";
 	size_t n = 0;
 
@@ -368,8 +368,8 @@ static void flip(uint8_t *p, uint32_t bit)
 
 /* Queue a copy of the packet; false when the queue is full or no memory. */
 static bool hold(struct uroce_fault *f, struct uroce_ctx *ctx, unsigned int dir,
-		 struct uroce_ep *ep, const struct uroce_ipinfo *ip, const uint8_t *pkt,
-		 size_t len, const struct decision *d)
+		 struct uroce_ep *ep, const struct uroce_ipinfo *ip, const uint8_t *pkt, size_t len,
+		 const struct decision *d)
 {
 	struct held *h;
 
@@ -443,8 +443,8 @@ static uint64_t earliest_locked(const struct uroce_fault *f)
 
 /* ---- hooks ---- */
 
-int uroce_fault_tx(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf,
-		   size_t len, const struct uroce_fault_ops *ops)
+int uroce_fault_tx(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len,
+		   const struct uroce_fault_ops *ops)
 {
 	struct uroce_ctx *ctx = ep->ctx;
 	struct uroce_fault *f = fault_get(ctx);
@@ -487,8 +487,8 @@ int uroce_fault_tx(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
 	return r;
 }
 
-bool uroce_fault_rx(struct uroce_ep *ep, uint8_t *data, size_t len,
-		    const struct uroce_ipinfo *ip, const struct uroce_fault_ops *ops)
+bool uroce_fault_rx(struct uroce_ep *ep, uint8_t *data, size_t len, const struct uroce_ipinfo *ip,
+		    const struct uroce_fault_ops *ops)
 {
 	struct uroce_ctx *ctx = ep->ctx;
 	struct uroce_fault *f = fault_get(ctx);

@@ -62,15 +62,15 @@ static inline bool uroce_fault_on(struct uroce_ctx *ctx)
 /* Transmit path: apply tx faults to one packet and send what survives (and
  * held packets now due) through ops->xmit.  Returns what ops->xmit returned
  * for the packet, 0 when the packet was dropped or held on purpose. */
-int uroce_fault_tx(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf,
-		   size_t len, const struct uroce_fault_ops *ops);
+int uroce_fault_tx(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len,
+		   const struct uroce_fault_ops *ops);
 
 /* Receive path (ep->rx_lock held), before parsing: apply rx faults.  May
  * flip a bit of data in place or deliver an extra copy through
  * ops->deliver.  Returns true when the packet was consumed (dropped or held),
  * false when the caller must deliver it. */
-bool uroce_fault_rx(struct uroce_ep *ep, uint8_t *data, size_t len,
-		    const struct uroce_ipinfo *ip, const struct uroce_fault_ops *ops);
+bool uroce_fault_rx(struct uroce_ep *ep, uint8_t *data, size_t len, const struct uroce_ipinfo *ip,
+		    const struct uroce_fault_ops *ops);
 
 /* Release held packets that are due: transmit packets of any endpoint, and
  * receive packets of ep (whose rx_lock the caller holds).  Returns the number

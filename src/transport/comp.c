@@ -198,6 +198,21 @@ static enum comp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 }
 
+/* The first response of a READ (or an atomic's ACK) acknowledges every
+ * request before it (IBTA 9.7.5.1.2): the responder executes requests in
+ * order, and its coalesced ACK for them (one per receive batch, resp.c) can
+ * arrive after this response.  True when psn is then the oldest
+ * unacknowledged PSN, as an in-sequence response's is. */
+static bool implied_ack(struct uroce_qp *qp, uint32_t psn)
+{
+	struct uroce_swqe *w = wqe_for_psn(qp, psn);
+
+	if (!w || !swqe_is_rd(w) || psn != w->first_psn)
+		return false;
+	ack_upto(qp, (psn - 1) & UR_PSN_MASK);
+	return qp->attr.qp_state != IBV_QPS_ERR && psn == qp->req.una_psn;
+}
+
 static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	struct uroce_swqe *w;
@@ -209,7 +224,9 @@ static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_qp_count(qp, duplicates, 1);
 		return;
 	}
-	if (pkt->psn != qp->req.una_psn) {
+	if (pkt->psn != qp->req.una_psn && !implied_ack(qp, pkt->psn)) {
+		if (qp->attr.qp_state == IBV_QPS_ERR)
+			return;
 		/* a response is missing: ask again from the first gap */
 		uroce_qp_count(qp, out_of_seq, 1);
 		retry_from_una(qp);
@@ -271,7 +288,9 @@ static void do_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_qp_count(qp, duplicates, 1);
 		return;
 	}
-	if (pkt->psn != qp->req.una_psn) {
+	if (pkt->psn != qp->req.una_psn && !implied_ack(qp, pkt->psn)) {
+		if (qp->attr.qp_state == IBV_QPS_ERR)
+			return;
 		uroce_qp_count(qp, out_of_seq, 1);
 		retry_from_una(qp);
 		uroce_req_progress(qp);

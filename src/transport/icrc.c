@@ -121,7 +121,7 @@ uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth, u
 		h[0] = 0x45; /* version 4, IHL 5 */
 		h[1] = 0xff; /* TOS: masked */
 		put16(h + 2, ICRC_IPV4_BYTES + udp_len);
-		put16(h + 4, 0); /* identification */
+		put16(h + 4, ip->ipid); /* identification */
 		put16(h + 6, IPV4_DF);
 		h[8] = 0xff; /* TTL: masked */
 		h[9] = IPPROTO_UDP;

@@ -191,6 +191,9 @@ struct uroce_ipinfo {
 		struct in6_addr v6;
 	} src, dst;
 	uint16_t sport, dport;
+	/* IPv4 Identification the ICRC covers: 0 as Linux sends an unconnected
+	 * DF datagram; segment k of a UDP GSO send carries k (docs/design.md) */
+	uint16_t ipid;
 };
 
 /* ICRC (IBTA Annex A17.3.3): CRC32 over 8 bytes of 1s (the absent LRH), the

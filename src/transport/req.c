@@ -292,6 +292,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 	} while (r == REQ_SENT || r == REQ_DONE_WQE);
 	if (qp->req.inflight && !qp->req.deadline_ns)
 		uroce_req_arm(qp);
+	uroce_ep_flush(qp->ep);
 }
 
 /* Go back to psn: the WQE that holds it becomes the next to send, from the

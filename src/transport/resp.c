@@ -111,7 +111,9 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_pkt *pkt, enum ibv_w
 		qp->resp.ack_psn = pkt->psn;
 		uroce_resp_flush_ack(qp);
 	}
-	uroce_cq_push(to_ucq(resp_cq(qp)), &wc, pkt && pkt->se);
+	/* (none for an XRC_RECV QP whose SRQ was destroyed mid-message) */
+	if (resp_cq(qp))
+		uroce_cq_push(to_ucq(resp_cq(qp)), &wc, pkt && pkt->se);
 }
 
 /* C9-?: sequence errors are NAKed once; duplicates are re-acknowledged. */
@@ -477,11 +479,18 @@ void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 	qp->resp.xsrq = NULL;
 	if (qp->tr == UR_TR_XRC) {
-		/* the XRCETH names an XRC SRQ of this QP's XRC domain */
-		qp->resp.xsrq = uroce_xrc_srq_find(qp->ctx, ur_xrceth_srqn(pkt), qp->xrcd);
-		if (!qp->resp.xsrq) {
-			ur_dbg("QP 0x%06x: XRCETH names SRQ %u, not one of this XRC domain",
-			       qp->ibqp.qp_base.qp_num, ur_xrceth_srqn(pkt));
+		uint32_t n = ur_xrceth_srqn(pkt);
+
+		/* The XRCETH names an XRC SRQ of this QP's XRC domain; every
+		 * packet of a message names the one its receive WQE came from.
+		 * Looked up by number each time: the SRQ may be gone. */
+		if (!qp->resp.have_rwqe && !qp->resp.in_write)
+			qp->resp.xsrqn = n;
+		qp->resp.xsrq = uroce_xrc_srq_find(qp->ctx, qp->resp.xsrqn, qp->xrcd);
+		if (!qp->resp.xsrq || n != qp->resp.xsrqn) {
+			ur_dbg("QP 0x%06x: XRCETH names SRQ %u, not %s", qp->ibqp.qp_base.qp_num,
+			       n, qp->resp.xsrq ? "the SRQ of the message in progress"
+						: "one of this XRC domain");
 			s = RESPST_NAK_INVALID;
 		}
 	}

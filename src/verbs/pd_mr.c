@@ -321,6 +321,15 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 
 	/* The write lock waits for every copy into or out of the old range. */
 	pthread_rwlock_wrlock(&ctx->mr_lock);
+	/* Windows bound to the MR took its range and PD at bind time (binds
+	 * hold the write lock too, so none can start meanwhile). */
+	if (atomic_load(&mr->nbound)) {
+		unsigned int n = atomic_load(&mr->nbound);
+
+		pthread_rwlock_unlock(&ctx->mr_lock);
+		return ur_dbg("rereg_mr: %u memory window(s) still bound to the MR", n),
+		       rereg_refused(EBUSY);
+	}
 	old_pd = ibmr->pd;
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		ibmr->addr = addr;

@@ -284,6 +284,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	pthread_mutex_lock(&qp->lock);
 	if (qp->attr.qp_state != IBV_QPS_RESET && qp->attr.qp_state != IBV_QPS_ERR)
 		uroce_resp_flush_ack(qp);
+	uroce_ep_flush(qp->ep);
 	pthread_mutex_unlock(&qp->lock);
 
 	atomic_fetch_sub(&ctx->nqp_total, 1);
@@ -640,6 +641,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	else
 		uroce_req_progress(qp);
 out:
+	uroce_ep_flush(qp->ep); /* what was posted leaves now */
 	pthread_mutex_unlock(&qp->lock);
 	return err;
 }
@@ -733,7 +735,16 @@ void uroce_qp_flush(struct uroce_qp *qp)
 	qp->req.rnr_until_ns = 0;
 	qp->req.inflight = 0;
 	if (qp->resp.have_rwqe) {
-		flush_wc(qp, qp->ibqp.qp_base.recv_cq, qp->resp.rwqe.wr_id, IBV_WC_RECV);
+		struct ibv_cq *cq = qp->ibqp.qp_base.recv_cq;
+
+		/* XRC_RECV: the CQ of the SRQ the WQE came from, if it still exists */
+		if (qp->tr == UR_TR_XRC) {
+			struct ibv_srq *s = uroce_xrc_srq_find(qp->ctx, qp->resp.xsrqn, qp->xrcd);
+
+			cq = s ? to_usrq(s)->cq : NULL;
+		}
+		if (cq)
+			flush_wc(qp, cq, qp->resp.rwqe.wr_id, IBV_WC_RECV);
 		qp->resp.have_rwqe = false;
 	}
 	while (qp->rq.tail != qp->rq.head) {

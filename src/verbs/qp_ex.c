@@ -26,11 +26,14 @@
 #include "verbs/verbs_ex.h"
 #include "verbs/verbs_ops.h"
 
-/* The operations uroce carries, per QP type. */
-#define UROCE_RC_SEND_OPS                                                                          \
+/* The operations uroce carries, per QP type (ibv_wr_post(3)'s table). */
+#define UROCE_UC_SEND_OPS                                                                          \
 	((uint64_t)IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |                \
-	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |           \
-	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_LOCAL_INV |           \
+	 IBV_QP_EX_WITH_BIND_MW)
+#define UROCE_RC_SEND_OPS                                                                          \
+	(UROCE_UC_SEND_OPS | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |        \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV)
 #define UROCE_UD_SEND_OPS ((uint64_t)IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
 
 #define UROCE_QP_INIT_MASKS                                                                        \
@@ -231,7 +234,8 @@ static void qpx_wr_send_imm(struct ibv_qp_ex *q, __be32 imm_data)
 
 static void qpx_wr_send_inv(struct ibv_qp_ex *q, uint32_t invalidate_rkey)
 {
-	struct qpx_wr *w = wr_new(q, IBV_WR_SEND_WITH_INV, 0, "wr_send_inv");
+	struct qpx_wr *w =
+	    wr_new(q, IBV_WR_SEND_WITH_INV, IBV_QP_EX_WITH_SEND_WITH_INV, "wr_send_inv");
 
 	if (w)
 		w->wr.invalidate_rkey = invalidate_rkey;
@@ -323,7 +327,7 @@ static void qpx_wr_atomic_write(struct ibv_qp_ex *q, uint32_t rkey, uint64_t rem
 static void qpx_wr_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey,
 			   const struct ibv_mw_bind_info *bind_info)
 {
-	struct qpx_wr *w = wr_new(q, IBV_WR_BIND_MW, 0, "wr_bind_mw");
+	struct qpx_wr *w = wr_new(q, IBV_WR_BIND_MW, IBV_QP_EX_WITH_BIND_MW, "wr_bind_mw");
 
 	if (w) {
 		w->wr.bind_mw.mw = mw;
@@ -335,7 +339,7 @@ static void qpx_wr_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t rkey
 
 static void qpx_wr_local_inv(struct ibv_qp_ex *q, uint32_t invalidate_rkey)
 {
-	struct qpx_wr *w = wr_new(q, IBV_WR_LOCAL_INV, 0, "wr_local_inv");
+	struct qpx_wr *w = wr_new(q, IBV_WR_LOCAL_INV, IBV_QP_EX_WITH_LOCAL_INV, "wr_local_inv");
 
 	if (w)
 		w->wr.invalidate_rkey = invalidate_rkey;
@@ -507,17 +511,16 @@ int uroce_qpx_check(const struct ibv_qp_init_attr_ex *ia)
 		return 0;
 	ops = ia->qp_type == IBV_QPT_RC || ia->qp_type == IBV_QPT_XRC_SEND ? UROCE_RC_SEND_OPS
 	      : ia->qp_type == IBV_QPT_UD				   ? UROCE_UD_SEND_OPS
-	      : ia->qp_type == IBV_QPT_UC
-		  ? (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-		     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
-		  : 0;
+	      : ia->qp_type == IBV_QPT_UC				   ? UROCE_UC_SEND_OPS
+									   : 0;
 	/* ibv_wr_post(3): "If the QP does not support all the requested work
 	 * request types then QP creation will fail." */
 	if (ia->send_ops_flags & ~ops)
-		return ur_dbg("create_qp_ex: send_ops_flags 0x%llx not supported on QP type %d "
-			      "(RC: SEND, SEND_WITH_IMM, RDMA_WRITE(_WITH_IMM), RDMA_READ, "
-			      "ATOMIC_CMP_AND_SWP/FETCH_AND_ADD; UD: SEND, SEND_WITH_IMM)",
-			      (unsigned long long)(ia->send_ops_flags & ~ops), ia->qp_type),
+		return ur_dbg(
+			   "create_qp_ex: send_ops_flags 0x%llx not supported on QP type %d "
+			   "(UC: SEND(_WITH_IMM), RDMA_WRITE(_WITH_IMM), LOCAL_INV, BIND_MW; "
+			   "RC/XRC: also RDMA_READ, atomics, SEND_WITH_INV; UD: SEND(_WITH_IMM))",
+			   (unsigned long long)(ia->send_ops_flags & ~ops), ia->qp_type),
 		       EOPNOTSUPP;
 	return 0;
 }

@@ -16,8 +16,9 @@ require_cmd ss iproute2
 require_uroce
 
 # -N exists since rdma-core 26, -c since 29 (the tool exits non-zero after
-# printing its usage: capture, then match)
-usage=$(ibv_rc_pingpong --help 2>&1 || true)
+# printing its usage: capture, then match; on uroce, as a sanitized build
+# needs the ASan runtime preloaded)
+usage=$("${ON_UROCE[@]}" ibv_rc_pingpong --help 2>&1 || true)
 for opt in --new_send --chk --ts; do
 	if ! grep -q -- "$opt" <<<"$usage"; then
 		log "SKIP: this ibv_rc_pingpong has no $opt option"

@@ -102,7 +102,8 @@ static inline int qp_to_rts(struct ibv_qp *qp, uint32_t remote_qpn, uint32_t my_
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	a.qp_access_flags =
+	    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 	err = ibv_modify_qp(qp, &a,
 			    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (err)

@@ -38,12 +38,12 @@ struct fu_qp_opts {
 static inline struct fu_qp_opts fu_default_opts(void)
 {
 	struct fu_qp_opts o = {
-		.mtu = IBV_MTU_4096,
-		.timeout = 14, /* 67 ms */
-		.retry_cnt = 7,
-		.rnr_retry = 7,
-		.min_rnr_timer = 1,
-		.rd_atomic = 16,
+	    .mtu = IBV_MTU_4096,
+	    .timeout = 14, /* 67 ms */
+	    .retry_cnt = 7,
+	    .rnr_retry = 7,
+	    .min_rnr_timer = 1,
+	    .rd_atomic = 16,
 	};
 	return o;
 }
@@ -72,11 +72,11 @@ static inline struct ibv_context *fu_open(const char *name)
 static inline int fu_qp_init(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT,
-		.pkey_index = 0,
-		.port_num = 1,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				   IBV_ACCESS_REMOTE_READ,
+	    .qp_state = IBV_QPS_INIT,
+	    .pkey_index = 0,
+	    .port_num = 1,
+	    .qp_access_flags =
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
 	};
 
 	return ibv_modify_qp(qp, &a,
@@ -104,8 +104,7 @@ static inline int fu_qp_rts(struct ibv_qp *qp, const struct fu_peer *peer, uint3
 	a.ah_attr.port_num = 1;
 	err = ibv_modify_qp(qp, &a,
 			    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				    IBV_QP_MIN_RNR_TIMER);
+				IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
 	if (err)
 		return err;
 	memset(&a, 0, sizeof(a));
@@ -117,7 +116,7 @@ static inline int fu_qp_rts(struct ibv_qp *qp, const struct fu_peer *peer, uint3
 	a.max_rd_atomic = o->rd_atomic;
 	return ibv_modify_qp(qp, &a,
 			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+				 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 static inline int fu_qp_state(struct ibv_qp *qp)
@@ -169,8 +168,8 @@ static inline long fu_proc_ticks(void)
 	fclose(f);
 	buf[n] = 0;
 	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-			 &st) != 2)
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
 		return -1;
 	return (long)(ut + st);
 }
@@ -210,6 +209,131 @@ static inline int fu_xfer(int fd, void *buf, size_t n, bool wr)
 		n -= (size_t)r;
 	}
 	return 0;
+}
+
+/* ---- two contexts ("hosts") with RC QP pairs between them ---- */
+
+struct fu_side {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	uint8_t *buf;
+	size_t len;
+	struct ibv_mr *mr;
+	struct ibv_cq *scq, *rcq;
+	union ibv_gid gid;
+};
+
+/* Open the device, a PD, len bytes of registered memory and two CQs. */
+static inline int fu_side_open(struct fu_side *s, size_t len, int cqe)
+{
+	memset(s, 0, sizeof(*s));
+	s->ctx = fu_open(NULL);
+	if (!s->ctx)
+		return -1;
+	s->pd = ibv_alloc_pd(s->ctx);
+	s->buf = aligned_alloc(4096, (len + 4095) / 4096 * 4096);
+	if (!s->pd || !s->buf || ibv_query_gid(s->ctx, 1, 0, &s->gid))
+		return -1;
+	s->len = len;
+	memset(s->buf, 0, len);
+	s->mr =
+	    ibv_reg_mr(s->pd, s->buf, len,
+		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	s->scq = ibv_create_cq(s->ctx, cqe, NULL, NULL, 0);
+	s->rcq = ibv_create_cq(s->ctx, cqe, NULL, NULL, 0);
+	return s->mr && s->scq && s->rcq ? 0 : -1;
+}
+
+static inline void fu_side_close(struct fu_side *s)
+{
+	if (s->scq)
+		ibv_destroy_cq(s->scq);
+	if (s->rcq)
+		ibv_destroy_cq(s->rcq);
+	if (s->mr)
+		ibv_dereg_mr(s->mr);
+	if (s->pd)
+		ibv_dealloc_pd(s->pd);
+	if (s->ctx)
+		ibv_close_device(s->ctx);
+	free(s->buf);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Create an RC QP on each side (send/recv CQs of the side) and connect
+ * them to each other.  q[i] belongs to side s[i]. */
+static inline int fu_pair_create(struct fu_side *s, struct ibv_qp **q, const struct ibv_qp_cap *cap,
+				 const struct fu_qp_opts *o)
+{
+	struct fu_peer peer[2];
+
+	for (int i = 0; i < 2; i++) {
+		struct ibv_qp_init_attr ia = {
+		    .send_cq = s[i].scq,
+		    .recv_cq = s[i].rcq,
+		    .qp_type = IBV_QPT_RC,
+		    .cap = *cap,
+		};
+
+		q[i] = ibv_create_qp(s[i].pd, &ia);
+		if (!q[i] || fu_qp_init(q[i]))
+			return -1;
+		memset(&peer[i], 0, sizeof(peer[i]));
+		peer[i].qpn = q[i]->qp_num;
+		peer[i].psn = (q[i]->qp_num * 2654435761u) & 0xffffff;
+		peer[i].gid = s[i].gid;
+	}
+	for (int i = 0; i < 2; i++)
+		if (fu_qp_rts(q[i], &peer[!i], peer[i].psn, o))
+			return -1;
+	return 0;
+}
+
+#define FU_WAIT_S 60.0
+
+/* Poll the CQs until want[i] completions arrived on cq[i]; every one must
+ * succeed.  recv_len[] (indexed by wr_id) gives the expected byte_len of
+ * receive completions on the CQs marked in is_recv. */
+static inline int fu_poll_all(struct ibv_cq **cq, const int *want, int ncq, const bool *is_recv,
+			      const uint32_t *const *recv_len)
+{
+	struct ibv_wc wc[64];
+	int got[8] = {0}, bad = 0;
+	double end = fu_now() + FU_WAIT_S;
+
+	for (;;) {
+		bool done = true;
+
+		for (int i = 0; i < ncq; i++) {
+			int n;
+
+			if (got[i] >= want[i])
+				continue;
+			done = false;
+			n = ibv_poll_cq(cq[i], 64, wc);
+			if (n < 0)
+				return -1;
+			for (int k = 0; k < n; k++) {
+				if (wc[k].status != IBV_WC_SUCCESS ||
+				    (is_recv[i] && wc[k].byte_len != recv_len[i][wc[k].wr_id])) {
+					if (bad++ < 5)
+						printf("  CQ %d: wr_id %llu: %s, byte_len %u\n", i,
+						       (unsigned long long)wc[k].wr_id,
+						       ibv_wc_status_str(wc[k].status),
+						       wc[k].byte_len);
+				}
+			}
+			got[i] += n;
+		}
+		if (done)
+			break;
+		if (fu_now() > end) {
+			for (int i = 0; i < ncq; i++)
+				printf("  CQ %d: %d of %d completions\n", i, got[i], want[i]);
+			return -1;
+		}
+	}
+	return bad ? -1 : 0;
 }
 
 #endif

@@ -46,17 +46,17 @@ static unsigned int passed, failed;
 		}                                                                                  \
 	} while (0)
 
-#define BUF_SIZE      (4u << 20) /* per side */
-#define MAX_MSG	      (1u << 20)
-#define GUARD	      64u
-#define REMOTE_BASE   (8192u + 13u) /* WRITE target / READ source in B's buffer */
-#define LOCAL_BASE    (4096u + 5u)
-#define WAIT_MS	      20000
-#define SGE_MAX	      32
-#define HARNESS_MTUS  5
+#define BUF_SIZE     (4u << 20) /* per side */
+#define MAX_MSG	     (1u << 20)
+#define GUARD	     64u
+#define REMOTE_BASE  (8192u + 13u) /* WRITE target / READ source in B's buffer */
+#define LOCAL_BASE   (4096u + 5u)
+#define WAIT_MS	     20000
+#define SGE_MAX	     32
+#define HARNESS_MTUS 5
 
-static const enum ibv_mtu all_mtus[HARNESS_MTUS] = { IBV_MTU_256, IBV_MTU_512, IBV_MTU_1024,
-						     IBV_MTU_2048, IBV_MTU_4096 };
+static const enum ibv_mtu all_mtus[HARNESS_MTUS] = {IBV_MTU_256, IBV_MTU_512, IBV_MTU_1024,
+						    IBV_MTU_2048, IBV_MTU_4096};
 
 static inline uint64_t now_ms(void)
 {
@@ -219,21 +219,20 @@ static inline struct uroce_counters *cnt(struct harness *h, int side)
 static inline struct pair_opts default_opts(enum ibv_mtu mtu)
 {
 	struct pair_opts o = {
-		.mtu = mtu,
-		.timeout = 10, /* 4.2 ms */
-		.retry_cnt = 7,
-		.rnr_retry = 7,
-		.min_rnr_timer = 1, /* 0.01 ms */
-		.b_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			    IBV_ACCESS_REMOTE_READ,
-		.max_send_wr = 256,
-		.max_recv_wr = 256,
-		.max_sge = SGE_MAX,
-		.max_inline = 512,
-		/* near the 24-bit wrap, so 1 MiB transfers cross it */
-		.psn_a = 0xffffffu - 300u - 17u * (uint32_t)mtu,
-		.psn_b = 0xfff000u + 11u * (uint32_t)mtu,
-		.cqe = 4096,
+	    .mtu = mtu,
+	    .timeout = 10, /* 4.2 ms */
+	    .retry_cnt = 7,
+	    .rnr_retry = 7,
+	    .min_rnr_timer = 1, /* 0.01 ms */
+	    .b_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+	    .max_send_wr = 256,
+	    .max_recv_wr = 256,
+	    .max_sge = SGE_MAX,
+	    .max_inline = 512,
+	    /* near the 24-bit wrap, so 1 MiB transfers cross it */
+	    .psn_a = 0xffffffu - 300u - 17u * (uint32_t)mtu,
+	    .psn_b = 0xfff000u + 11u * (uint32_t)mtu,
+	    .cqe = 4096,
 	};
 	return o;
 }
@@ -271,15 +270,14 @@ static inline int harness_open(struct harness *h)
 		memset(s->buf, 0, BUF_SIZE);
 		s->mr = ibv_reg_mr(s->pd, s->buf, BUF_SIZE,
 				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-					   IBV_ACCESS_REMOTE_READ);
+				       IBV_ACCESS_REMOTE_READ);
 		if (!s->mr) {
 			printf("ibv_reg_mr: %s\n", strerror(errno));
 			return -1;
 		}
 	}
 	ibv_free_device_list(list);
-	if (ibv_query_gid(h->s[0].ctx, 1, 0, &h->gid) ||
-	    ibv_query_device(h->s[0].ctx, &h->dattr)) {
+	if (ibv_query_gid(h->s[0].ctx, 1, 0, &h->gid) || ibv_query_device(h->s[0].ctx, &h->dattr)) {
 		printf("query_gid/query_device failed\n");
 		return -1;
 	}
@@ -347,9 +345,9 @@ static inline int qp_connect(struct harness *h, int i)
 	a.qp_state = IBV_QPS_INIT;
 	a.pkey_index = 0;
 	a.port_num = 1;
-	a.qp_access_flags = i ? o->b_access
-			      : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-					IBV_ACCESS_REMOTE_READ;
+	a.qp_access_flags =
+	    i ? o->b_access
+	      : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	err = ibv_modify_qp(qp, &a,
 			    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 	if (err)
@@ -368,8 +366,7 @@ static inline int qp_connect(struct harness *h, int i)
 	a.ah_attr.port_num = 1;
 	err = ibv_modify_qp(qp, &a,
 			    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				    IBV_QP_MIN_RNR_TIMER);
+				IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
 	if (err)
 		return err;
 	memset(&a, 0, sizeof(a));
@@ -381,7 +378,7 @@ static inline int qp_connect(struct harness *h, int i)
 	a.max_rd_atomic = 16;
 	return ibv_modify_qp(qp, &a,
 			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+				 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 static inline int pair_create(struct harness *h, const struct pair_opts *o)
@@ -392,12 +389,12 @@ static inline int pair_create(struct harness *h, const struct pair_opts *o)
 	for (int i = 0; i < 2; i++) {
 		struct side *s = &h->s[i];
 		struct ibv_qp_init_attr ia = {
-			.qp_type = IBV_QPT_RC,
-			.cap = { .max_send_wr = o->max_send_wr,
-				 .max_recv_wr = o->max_recv_wr,
-				 .max_send_sge = o->max_sge,
-				 .max_recv_sge = o->max_sge,
-				 .max_inline_data = o->max_inline },
+		    .qp_type = IBV_QPT_RC,
+		    .cap = {.max_send_wr = o->max_send_wr,
+			    .max_recv_wr = o->max_recv_wr,
+			    .max_send_sge = o->max_sge,
+			    .max_recv_sge = o->max_sge,
+			    .max_inline_data = o->max_inline},
 		};
 
 		s->scq = ibv_create_cq(s->ctx, o->cqe, NULL, NULL, 0);
@@ -446,7 +443,8 @@ static inline int wait_wc2(struct ibv_cq *cq, struct ibv_wc *wc, int n, struct i
 		}
 		if (now_ms() > end) {
 			if (timeout_ms >= 1000)
-				printf("  timeout: %d/%d and %d/%d completions\n", got, n, got2, n2);
+				printf("  timeout: %d/%d and %d/%d completions\n", got, n, got2,
+				       n2);
 			return -1;
 		}
 	}
@@ -502,9 +500,9 @@ static inline bool op_has_imm(enum ibv_wr_opcode op)
 
 static inline enum ibv_wc_opcode op_wc(enum ibv_wr_opcode op)
 {
-	return op == IBV_WR_RDMA_READ				      ? IBV_WC_RDMA_READ
+	return op == IBV_WR_RDMA_READ					     ? IBV_WC_RDMA_READ
 	       : op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RDMA_WRITE
-									      : IBV_WC_SEND;
+									     : IBV_WC_SEND;
 }
 
 struct xfer {
@@ -523,8 +521,8 @@ static inline bool do_xfer(struct harness *h, const struct xfer *x, uint64_t see
 	unsigned int f0 = failed;
 	struct sgl lsg, rsg;
 	struct ibv_sge lsge[SGE_MAX], rsge[SGE_MAX];
-	struct ibv_send_wr wr = { 0 }, *bad;
-	struct ibv_recv_wr rwr = { 0 }, *rbad;
+	struct ibv_send_wr wr = {0}, *bad;
+	struct ibv_recv_wr rwr = {0}, *rbad;
 	struct ibv_wc swc, rwc;
 	bool recv = op_has_recv(x->op), imm = op_has_imm(x->op), read = x->op == IBV_WR_RDMA_READ;
 	bool write = x->op == IBV_WR_RDMA_WRITE || x->op == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -618,7 +616,7 @@ static inline bool do_xfer(struct harness *h, const struct xfer *x, uint64_t see
 		CHECK(rwc.src_qp == a->qp->qp_num, "%s: recv src_qp 0x%x", what, rwc.src_qp);
 		CHECK(rwc.byte_len == x->size, "%s: recv byte_len %u", what, rwc.byte_len);
 		CHECK(rwc.opcode == (x->op == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM
-									  : IBV_WC_RECV),
+									 : IBV_WC_RECV),
 		      "%s: recv opcode %d", what, rwc.opcode);
 		CHECK(!!(rwc.wc_flags & IBV_WC_WITH_IMM) == imm, "%s: wc_flags 0x%x", what,
 		      rwc.wc_flags);
@@ -661,16 +659,18 @@ struct bop {
 /* Post ops[0..n) as one chain (B's receives first, plus `spare` receives
  * that must stay unused), wait for the completions, verify all data and the
  * bytes between messages.  Returns true on success. */
-static inline bool do_batch(struct harness *h, const struct bop *ops, int n, uint64_t seed, int spare)
+static inline bool do_batch(struct harness *h, const struct bop *ops, int n, uint64_t seed,
+			    int spare)
 {
 	struct side *a = &h->s[0], *b = &h->s[1];
 	struct ibv_send_wr *wr = calloc((size_t)n, sizeof(*wr)), *bad;
 	struct ibv_sge *sge = calloc((size_t)n, sizeof(*sge));
 	struct ibv_recv_wr *rwr = calloc((size_t)(n + spare), sizeof(*rwr)), *rbad;
 	struct ibv_sge *rsge = calloc((size_t)(n + spare), sizeof(*rsge));
-	struct ibv_wc *swc = calloc((size_t)n, sizeof(*swc)), *rwc = calloc((size_t)n, sizeof(*rwc));
+	struct ibv_wc *swc = calloc((size_t)n, sizeof(*swc)),
+		      *rwc = calloc((size_t)n, sizeof(*rwc));
 	uint32_t *off = calloc((size_t)n, sizeof(*off));
-	uint8_t *img[2] = { malloc(BUF_SIZE), malloc(BUF_SIZE) };
+	uint8_t *img[2] = {malloc(BUF_SIZE), malloc(BUF_SIZE)};
 	unsigned int f0 = failed;
 	uint32_t pos = LOCAL_BASE, end;
 	int nsig = 0, nrecv = 0, err;
@@ -712,9 +712,9 @@ static inline bool do_batch(struct harness *h, const struct bop *ops, int n, uin
 		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
 		nsig += ops[i].signaled;
 		if (op_has_recv(ops[i].op)) {
-			rsge[nrecv] = (struct ibv_sge){ .addr = (uintptr_t)(b->buf + off[i]),
-							.length = ops[i].size,
-							.lkey = b->mr->lkey };
+			rsge[nrecv] = (struct ibv_sge){.addr = (uintptr_t)(b->buf + off[i]),
+						       .length = ops[i].size,
+						       .lkey = b->mr->lkey};
 			rwr[nrecv].wr_id = (uint64_t)i;
 			rwr[nrecv].sg_list = &rsge[nrecv];
 			rwr[nrecv].num_sge = ops[i].op == IBV_WR_RDMA_WRITE_WITH_IMM ? 0 : 1;
@@ -746,7 +746,7 @@ static inline bool do_batch(struct harness *h, const struct bop *ops, int n, uin
 		if (!ops[i].signaled)
 			continue;
 		CHECK(swc[k].status == IBV_WC_SUCCESS && swc[k].wr_id == (uint64_t)i &&
-			      swc[k].opcode == op_wc(ops[i].op),
+			  swc[k].opcode == op_wc(ops[i].op),
 		      "batch send wc %d: wr_id %llu status %s opcode %d (want %d %s)", k,
 		      (unsigned long long)swc[k].wr_id, ibv_wc_status_str(swc[k].status),
 		      swc[k].opcode, i, op_name(ops[i].op));
@@ -756,9 +756,8 @@ static inline bool do_batch(struct harness *h, const struct bop *ops, int n, uin
 		if (!op_has_recv(ops[i].op))
 			continue;
 		CHECK(rwc[k].status == IBV_WC_SUCCESS && rwc[k].wr_id == (uint64_t)i &&
-			      rwc[k].byte_len == ops[i].size &&
-			      rwc[k].src_qp == a->qp->qp_num &&
-			      (!op_has_imm(ops[i].op) || rwc[k].imm_data == htobe32((uint32_t)i)),
+			  rwc[k].byte_len == ops[i].size && rwc[k].src_qp == a->qp->qp_num &&
+			  (!op_has_imm(ops[i].op) || rwc[k].imm_data == htobe32((uint32_t)i)),
 		      "batch recv wc %d: wr_id %llu status %s len %u (want %d %s %u)", k,
 		      (unsigned long long)rwc[k].wr_id, ibv_wc_status_str(rwc[k].status),
 		      rwc[k].byte_len, i, op_name(ops[i].op), ops[i].size);
@@ -768,20 +767,23 @@ static inline bool do_batch(struct harness *h, const struct bop *ops, int n, uin
 		if (memcmp(h->s[s].buf + LOCAL_BASE - GUARD, img[s] + LOCAL_BASE - GUARD,
 			   end - LOCAL_BASE + GUARD)) {
 			uint32_t k = LOCAL_BASE - GUARD;
-
 			int m = 0;
 
 			while (h->s[s].buf[k] == img[s][k])
 				k++;
 			while (m + 1 < n && off[m + 1] <= k)
 				m++;
-			CHECK(0, "batch: side %c differs at offset %u: message %d/%d (%s, %u B) + %d: %02x, want %02x",
+			CHECK(0,
+			      "batch: side %c differs at offset %u: message %d/%d (%s, %u B) + %d: "
+			      "%02x, want %02x",
 			      'A' + s, k, m, n, op_name(ops[m].op), ops[m].size, (int)(k - off[m]),
 			      h->s[s].buf[k], img[s][k]);
-			if (getenv("RC_DEBUG"))
+			if (getenv("RC_DEBUG")) /* every message that differs */
 				for (int q = 0; q < n; q++)
-					if (memcmp(h->s[s].buf + off[q], img[s] + off[q], ops[q].size))
-						printf("   msg %d %s %u differs\n", q, op_name(ops[q].op), ops[q].size);
+					if (memcmp(h->s[s].buf + off[q], img[s] + off[q],
+						   ops[q].size))
+						printf("   msg %d %s %u differs\n", q,
+						       op_name(ops[q].op), ops[q].size);
 		} else {
 			passed++;
 		}

@@ -113,8 +113,10 @@ static void test_pcap_file(void)
 	setenv("UROCE_PCAP", spec, 1);
 	uroce_pcap_open(ctx);
 	CHECK(ctx->pcap != NULL, "capture on with UROCE_PCAP set");
-	if (!ctx->pcap)
+	if (!ctx->pcap) {
+		free(ctx);
 		return;
+	}
 	uroce_pcap(ctx, UROCE_PCAP_TX, &ip, pkt, sizeof(pkt));
 	uroce_pcap(ctx, UROCE_PCAP_RX, &ip, pkt, 4);
 	uroce_pcap_close(ctx);
@@ -124,8 +126,10 @@ static void test_pcap_file(void)
 	uroce_pcap_path(spec, (int)getpid(), 0, path, sizeof(path));
 	fd = open(path, O_RDONLY);
 	CHECK(fd >= 0, "%s exists", path);
-	if (fd < 0)
+	if (fd < 0) {
+		free(ctx);
 		return;
+	}
 	n = read(fd, buf, sizeof(buf));
 	close(fd);
 	/* 24 global + 2 x (16 record + 16 SLL + 20 IPv4 + 8 UDP) + 21 + 4 */
@@ -157,6 +161,7 @@ static void test_pcap_file(void)
 	r = buf + 24 + 60 + 21;
 	CHECK(get16(r + 16) == 0, "second record: to us");
 	unlink(path);
+	free(ctx);
 }
 
 /* ---- counters ---- */

@@ -14,6 +14,8 @@
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |          \
 	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ)
 
+#define ATOMIC_OPS (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
 #define BUF (1u << 20)
 
 struct side {
@@ -119,7 +121,7 @@ static void test_ops(void)
 	struct ibv_qp_attr qattr;
 	struct ibv_qp_init_attr qinit;
 
-	if (!pair(&qa, &qb, RC_OPS))
+	if (!pair(&qa, &qb, RC_OPS | ATOMIC_OPS))
 		exit(1);
 	x = ibv_qp_to_qp_ex(qa);
 	CHECK(x && &x->qp_base == qa, "qp_to_qp_ex");
@@ -235,6 +237,33 @@ static void test_ops(void)
 		CHECK(!memcmp(la + 600000, lb + 400000, 1000) &&
 			  !memcmp(la + 700000, lb + 401000, 9000),
 		      "READ data");
+	}
+
+	/* atomics: FETCH_AND_ADD then CMP_AND_SWP in one batch */
+	{
+		struct ibv_mr *amr = ibv_reg_mr(B.pd, lb + 950000, 64,
+						IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+		uint64_t *target = (uint64_t *)(lb + 950000), *res = (uint64_t *)(la + 950000);
+
+		CHECK(amr != NULL, "atomic MR");
+		*target = 40;
+		res[0] = res[1] = 0;
+		ibv_wr_start(x);
+		x->wr_id = 7;
+		x->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_atomic_fetch_add(x, amr ? amr->rkey : 0, (uintptr_t)target, 2);
+		ibv_wr_set_sge(x, lk, (uintptr_t)res, 8);
+		x->wr_id = 8;
+		ibv_wr_atomic_cmp_swp(x, amr ? amr->rkey : 0, (uintptr_t)target, 42, 1000);
+		ibv_wr_set_sge(x, lk, (uintptr_t)(res + 1), 8);
+		CHECK(!ibv_wr_complete(x), "atomics complete");
+		CHECK(expect_wc(A.cq, 7, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD, NULL), "FETCH_ADD");
+		CHECK(expect_wc(A.cq, 8, IBV_WC_SUCCESS, IBV_WC_COMP_SWAP, NULL), "COMP_SWAP");
+		CHECK(res[0] == 40 && res[1] == 42 && *target == 1000,
+		      "atomic results %llu %llu target %llu", (unsigned long long)res[0],
+		      (unsigned long long)res[1], (unsigned long long)*target);
+		if (amr)
+			ibv_dereg_mr(amr);
 	}
 
 	/* a batch: three unsignaled WRITEs, then a signaled SEND; one complete */
@@ -355,28 +384,27 @@ static void test_errors(void)
 	ibv_wr_set_sge(x, lk, (uintptr_t)la, 8);
 	expect_refused(x, EINVAL, "atomic not in send_ops_flags");
 
-	/* operations uroce does not carry fail as ibv_post_send fails them */
-	{
-		struct ibv_send_wr wr = {.wr_id = 99, .opcode = IBV_WR_LOCAL_INV}, *bad;
-		int classic;
+	ibv_wr_start(x);
+	ibv_wr_local_inv(x, 0x1234);
+	expect_refused(x, EINVAL, "LOCAL_INV not in send_ops_flags");
+	ibv_wr_start(x);
+	ibv_wr_send_inv(x, 0x1234);
+	ibv_wr_set_sge(x, lk, (uintptr_t)la, 16);
+	expect_refused(x, EINVAL, "SEND_WITH_INV not in send_ops_flags");
+	ibv_wr_start(x);
+	ibv_wr_bind_mw(x, NULL, 0x1234, NULL);
+	expect_refused(x, EINVAL, "BIND_MW not in send_ops_flags");
 
-		wr.invalidate_rkey = 0x1234;
-		classic = ibv_post_send(qa, &wr, &bad);
-		if (classic) {
-			ibv_wr_start(x);
-			ibv_wr_local_inv(x, 0x1234);
-			expect_refused(x, classic, "LOCAL_INV as ibv_post_send");
-			wr.opcode = IBV_WR_SEND_WITH_INV;
-			classic = ibv_post_send(qa, &wr, &bad);
-			ibv_wr_start(x);
-			ibv_wr_send_inv(x, 0x1234);
-			expect_refused(x, classic, "SEND_WITH_INV as ibv_post_send");
-			wr.opcode = IBV_WR_BIND_MW;
-			classic = ibv_post_send(qa, &wr, &bad);
-			ibv_wr_start(x);
-			ibv_wr_bind_mw(x, NULL, 0x1234, NULL);
-			expect_refused(x, classic, "BIND_MW as ibv_post_send");
-		}
+	/* an operation no RC QP carries: refused as ibv_post_send refuses it */
+	{
+		struct ibv_send_wr wr = {.wr_id = 99, .opcode = IBV_WR_TSO}, *bad;
+		int classic = ibv_post_send(qa, &wr, &bad);
+
+		CHECK(classic, "ibv_post_send of a TSO WR on RC");
+		ibv_wr_start(x);
+		ibv_wr_send_tso(x, big, 40, 1000);
+		ibv_wr_set_sge(x, lk, (uintptr_t)la, 16);
+		expect_refused(x, classic, "TSO as ibv_post_send");
 	}
 
 	/* the QP is still fine */
@@ -435,12 +463,8 @@ static void test_errors(void)
 	TRY_QP("no ops", 0, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, 0, 0);
 	TRY_QP("atomics", 0, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
 	       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD, 0);
-	TRY_QP("LOCAL_INV op", EOPNOTSUPP, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-	       IBV_QP_EX_WITH_LOCAL_INV, 0);
-	TRY_QP("BIND_MW op", EOPNOTSUPP, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, IBV_QP_EX_WITH_BIND_MW,
-	       0);
-	TRY_QP("SEND_WITH_INV op", EOPNOTSUPP, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-	       IBV_QP_EX_WITH_SEND_WITH_INV, 0);
+	TRY_QP("memory window ops", 0, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+	       IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV, 0);
 	TRY_QP("TSO op", EOPNOTSUPP, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, IBV_QP_EX_WITH_TSO, 0);
 	TRY_QP("ATOMIC_WRITE op", EOPNOTSUPP, IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
 	       IBV_QP_EX_WITH_ATOMIC_WRITE, 0);
@@ -448,7 +472,7 @@ static void test_errors(void)
 	TRY_QP("CREATE_FLAGS 0", 0, IBV_QP_INIT_ATTR_CREATE_FLAGS, 0, 0);
 	TRY_QP("CREATE_FLAGS scatter FCS", EOPNOTSUPP, IBV_QP_INIT_ATTR_CREATE_FLAGS, 0,
 	       IBV_QP_CREATE_SCATTER_FCS);
-	TRY_QP("XRCD", EOPNOTSUPP, IBV_QP_INIT_ATTR_XRCD, 0, 0);
+	TRY_QP("XRCD on an RC QP", EINVAL, IBV_QP_INIT_ATTR_XRCD, 0, 0);
 	TRY_QP("RX_HASH", EOPNOTSUPP, IBV_QP_INIT_ATTR_RX_HASH, 0, 0);
 	TRY_QP("IND_TABLE", EOPNOTSUPP, IBV_QP_INIT_ATTR_IND_TABLE, 0, 0);
 	TRY_QP("MAX_TSO_HEADER", EOPNOTSUPP, IBV_QP_INIT_ATTR_MAX_TSO_HEADER, 0, 0);
@@ -585,6 +609,38 @@ static void test_rereg(void)
 	CHECK(write_status(qa, 5, (uintptr_t)m2, key, 2048) == IBV_WC_SUCCESS,
 	      "the MR works after refusals");
 	CHECK(!memcmp(m2, A.buf, 2048), "data after refusals");
+
+	/* a memory window bound to the MR holds its range: EBUSY until unbound */
+	{
+		struct ibv_mr *wmr = ibv_reg_mr(B.pd, m1, len, FULL_ACCESS | IBV_ACCESS_MW_BIND);
+		struct ibv_mw *mw = ibv_alloc_mw(B.pd, IBV_MW_TYPE_1);
+		struct ibv_mw_bind bind = {
+		    .wr_id = 600,
+		    .send_flags = IBV_SEND_SIGNALED,
+		    .bind_info = {.mr = wmr,
+				  .addr = (uintptr_t)m1,
+				  .length = 4096,
+				  .mw_access_flags = IBV_ACCESS_REMOTE_WRITE},
+		};
+
+		if (wmr && mw && !ibv_bind_mw(qb, mw, &bind) &&
+		    expect_wc(B.cq, 600, IBV_WC_SUCCESS, IBV_WC_BIND_MW, NULL)) {
+			errno = 0;
+			ret = ibv_rereg_mr(wmr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, m2, len, 0);
+			CHECK(ret == IBV_REREG_MR_ERR_INPUT && errno == EBUSY,
+			      "rereg with a bound window: %d errno %d", ret, errno);
+			CHECK(!ibv_dealloc_mw(mw), "dealloc_mw");
+			mw = NULL;
+			ret = ibv_rereg_mr(wmr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, m2, len, 0);
+			CHECK(ret == 0, "rereg once the window is gone: %d errno %d", ret, errno);
+		} else {
+			printf("SKIP: memory windows unavailable (errno %d)\n", errno);
+		}
+		if (mw)
+			ibv_dealloc_mw(mw);
+		if (wmr)
+			ibv_dereg_mr(wmr);
+	}
 
 	/* CHANGE_ACCESS without REMOTE_WRITE: the next WRITE is refused by B */
 	ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,

@@ -15,8 +15,8 @@
 #include "net/fault.h"
 #include "rc_harness.h"
 
-static const enum ibv_wr_opcode all_ops[] = { IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
-					      IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ };
+static const enum ibv_wr_opcode all_ops[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
+					     IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ};
 #define NOPS (int)(sizeof(all_ops) / sizeof(all_ops[0]))
 
 static int max_sge(struct harness *h, enum ibv_wr_opcode op)
@@ -31,15 +31,15 @@ static int max_sge(struct harness *h, enum ibv_wr_opcode op)
 static void test_sizes(struct harness *h, uint64_t *seed)
 {
 	uint32_t m = h->mtu;
-	const uint32_t sizes[] = { 0, 1, 255, m - 1, m, m + 1, 65536, 1u << 20 };
+	const uint32_t sizes[] = {0, 1, 255, m - 1, m, m + 1, 65536, 1u << 20};
 
 	for (int o = 0; o < NOPS; o++)
 		for (unsigned int i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-			struct xfer x = { .op = all_ops[o],
-					  .size = sizes[i],
-					  .lsge = 1,
-					  .rsge = 1,
-					  .rslack = i % 3 ? 0 : 17 };
+			struct xfer x = {.op = all_ops[o],
+					 .size = sizes[i],
+					 .lsge = 1,
+					 .rsge = 1,
+					 .rslack = i % 3 ? 0 : 17};
 
 			if (!do_xfer(h, &x, ++*seed))
 				pair_recover(h);
@@ -49,16 +49,16 @@ static void test_sizes(struct harness *h, uint64_t *seed)
 static void test_multi_sge(struct harness *h, uint64_t *seed)
 {
 	uint32_t m = h->mtu;
-	const uint32_t sizes[] = { m + 1, 3 * m + 7, 65536 + 3 };
+	const uint32_t sizes[] = {m + 1, 3 * m + 7, 65536 + 3};
 
 	for (int o = 0; o < NOPS; o++)
 		for (unsigned int i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 			int ms = max_sge(h, all_ops[o]);
-			struct xfer x = { .op = all_ops[o],
-					  .size = sizes[i],
-					  .lsge = i == 0 ? 2 : ms,
-					  .rsge = i == 1 ? 3 : h->dattr.max_sge,
-					  .rslack = 5 };
+			struct xfer x = {.op = all_ops[o],
+					 .size = sizes[i],
+					 .lsge = i == 0 ? 2 : ms,
+					 .rsge = i == 1 ? 3 : h->dattr.max_sge,
+					 .rslack = 5};
 
 			if (!do_xfer(h, &x, ++*seed))
 				pair_recover(h);
@@ -67,18 +67,18 @@ static void test_multi_sge(struct harness *h, uint64_t *seed)
 
 static void test_inline(struct harness *h, uint64_t *seed)
 {
-	const uint32_t sizes[] = { 0, 1, 100, 512 };
+	const uint32_t sizes[] = {0, 1, 100, 512};
 
 	for (int o = 0; o < NOPS; o++) {
 		if (all_ops[o] == IBV_WR_RDMA_READ)
 			continue;
 		for (unsigned int i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 			for (int nsge = 1; nsge <= 4; nsge += 3) {
-				struct xfer x = { .op = all_ops[o],
-						  .size = sizes[i],
-						  .lsge = nsge,
-						  .rsge = 1,
-						  .inl = true };
+				struct xfer x = {.op = all_ops[o],
+						 .size = sizes[i],
+						 .lsge = nsge,
+						 .rsge = 1,
+						 .inl = true};
 
 				if (!do_xfer(h, &x, ++*seed))
 					pair_recover(h);
@@ -86,12 +86,12 @@ static void test_inline(struct harness *h, uint64_t *seed)
 	}
 	/* more than max_inline_data is refused at post time */
 	{
-		struct ibv_sge sge = { .addr = (uintptr_t)h->s[0].buf, .length = 513, .lkey = 0 };
-		struct ibv_send_wr wr = { .wr_id = 1,
-					  .sg_list = &sge,
-					  .num_sge = 1,
-					  .opcode = IBV_WR_SEND,
-					  .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED },
+		struct ibv_sge sge = {.addr = (uintptr_t)h->s[0].buf, .length = 513, .lkey = 0};
+		struct ibv_send_wr wr = {.wr_id = 1,
+					 .sg_list = &sge,
+					 .num_sge = 1,
+					 .opcode = IBV_WR_SEND,
+					 .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED},
 				   *bad = NULL;
 
 		CHECK(ibv_post_send(h->s[0].qp, &wr, &bad) == EINVAL && bad == &wr,
@@ -124,7 +124,7 @@ static void test_fill_sq(struct harness *h, uint64_t *seed)
 	struct bop *ops = calloc((size_t)n, sizeof(*ops));
 	uint64_t r = *seed | 1;
 	const uint32_t m = h->mtu;
-	const uint32_t sizes[] = { 0, 1, 100, m - 1, m + 1, 3000, 9000, 20000 };
+	const uint32_t sizes[] = {0, 1, 100, m - 1, m + 1, 3000, 9000, 20000};
 
 	for (int i = 0; i < n; i++) {
 		ops[i].op = all_ops[xs64(&r) % NOPS];
@@ -165,12 +165,13 @@ static void test_data(struct harness *h)
 		if (m == 0) {
 			/* no UROCE_FAULT: the packet path skips fault.c */
 			CHECK(to_uctx(h->s[0].ctx)->fault == &uroce_fault_none,
-			      "fault state %p without UROCE_FAULT", (void *)to_uctx(h->s[0].ctx)->fault);
+			      "fault state %p without UROCE_FAULT",
+			      (void *)to_uctx(h->s[0].ctx)->fault);
 		}
 	}
 	CHECK(CNT(h, 0, fault_drop) + CNT(h, 1, fault_drop) + CNT(h, 0, fault_dup) +
-			  CNT(h, 1, fault_dup) ==
-		      0,
+		      CNT(h, 1, fault_dup) ==
+		  0,
 	      "faults counted without UROCE_FAULT");
 }
 
@@ -189,10 +190,12 @@ static void test_unpolled_target(void)
 		return;
 	}
 	for (int i = 0; i < 6; i++) {
-		struct xfer x = { .op = i % 2 ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
-				  .size = i < 2 ? 1u << 20 : i < 4 ? 65536 : 3,
-				  .lsge = 1 + i,
-				  .rsge = 1 };
+		struct xfer x = {.op = i % 2 ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+				 .size = i < 2	 ? 1u << 20
+					 : i < 4 ? 65536
+						 : 3,
+				 .lsge = 1 + i,
+				 .rsge = 1};
 
 		do_xfer(&h, &x, ++seed);
 	}
@@ -207,12 +210,12 @@ static void test_unpolled_target(void)
 static int post1(struct ibv_qp *qp, uint64_t id, enum ibv_wr_opcode op, void *addr, uint32_t len,
 		 uint32_t lkey, uint64_t raddr, uint32_t rkey)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr = { .wr_id = id,
-				  .sg_list = &sge,
-				  .num_sge = 1,
-				  .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_sge sge = {.addr = (uintptr_t)addr, .length = len, .lkey = lkey};
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = op,
+				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 
 	wr.wr.rdma.remote_addr = raddr;
@@ -222,8 +225,8 @@ static int post1(struct ibv_qp *qp, uint64_t id, enum ibv_wr_opcode op, void *ad
 
 static int recv1(struct ibv_qp *qp, uint64_t id, void *addr, uint32_t len, uint32_t lkey)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
-	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct ibv_sge sge = {.addr = (uintptr_t)addr, .length = len, .lkey = lkey};
+	struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad;
 
 	return ibv_post_recv(qp, &wr, &bad);
 }
@@ -263,7 +266,8 @@ static void test_remote_access(struct harness *h)
 	recv1(b->qp, 21, b->buf, 256, b->mr->lkey);
 	recv1(b->qp, 22, b->buf + 256, 256, b->mr->lkey);
 	{
-		struct ibv_sge sge = { .addr = (uintptr_t)a->buf, .length = 100, .lkey = a->mr->lkey };
+		struct ibv_sge sge = {
+		    .addr = (uintptr_t)a->buf, .length = 100, .lkey = a->mr->lkey};
 		struct ibv_send_wr wr[4], *bad;
 
 		memset(wr, 0, sizeof(wr));
@@ -286,17 +290,29 @@ static void test_remote_access(struct harness *h)
 		CHECK(wc[1].wr_id == 12 && wc[1].status == IBV_WC_REM_ACCESS_ERR, "bad rkey: %s",
 		      ibv_wc_status_str(wc[1].status));
 		for (int i = 2; i < 4; i++)
-			CHECK(wc[i].wr_id == 11 + (uint64_t)i && wc[i].status == IBV_WC_WR_FLUSH_ERR,
+			CHECK(wc[i].wr_id == 11 + (uint64_t)i &&
+				  wc[i].status == IBV_WC_WR_FLUSH_ERR,
 			      "after the error: wr %llu %s", (unsigned long long)wc[i].wr_id,
 			      ibv_wc_status_str(wc[i].status));
 		for (int i = 0; i < 2; i++)
-			CHECK(rwc[i].wr_id == 21 + (uint64_t)i && rwc[i].status == IBV_WC_WR_FLUSH_ERR,
+			CHECK(rwc[i].wr_id == 21 + (uint64_t)i &&
+				  rwc[i].status == IBV_WC_WR_FLUSH_ERR,
 			      "B's receive %d: %s", i, ibv_wc_status_str(rwc[i].status));
 	} else {
 		CHECK(0, "wrong rkey: completions missing");
 	}
 	CHECK(qp_state(a->qp) == IBV_QPS_ERR && qp_state(b->qp) == IBV_QPS_ERR,
 	      "after a remote access error: A %d B %d", qp_state(a->qp), qp_state(b->qp));
+
+	/* 1b. the same on a WRITE longer than the send window: the NAK comes
+	 * back while the WQE is still being sent */
+	pair_create(h, &o);
+	expect_one(h, "1 MiB WRITE with a wrong rkey", IBV_WR_RDMA_WRITE, a->buf, 1u << 20,
+		   a->mr->lkey, (uintptr_t)b->buf, b->mr->rkey ^ 0x5a5a5a5au,
+		   IBV_WC_REM_ACCESS_ERR);
+	CHECK(qp_state(a->qp) == IBV_QPS_ERR && qp_state(b->qp) == IBV_QPS_ERR,
+	      "after a remote access error on a long WRITE: A %d B %d", qp_state(a->qp),
+	      qp_state(b->qp));
 
 	/* 2. READ from an MR without REMOTE_READ (WRITE to it works) */
 	pair_create(h, &o);
@@ -319,13 +335,13 @@ static void test_remote_access(struct harness *h)
 			uint32_t len;
 			bool ok;
 		} b_cases[] = {
-			{ "WRITE filling the MR", IBV_WR_RDMA_WRITE, 0, 4096, true },
-			{ "WRITE 1 byte past the MR", IBV_WR_RDMA_WRITE, 4096, 1, false },
-			{ "WRITE across the MR end", IBV_WR_RDMA_WRITE, 0, 4097, false },
-			{ "WRITE across the MR end (multi-packet)", IBV_WR_RDMA_WRITE, 1, 5000, false },
-			{ "WRITE starting before the MR", IBV_WR_RDMA_WRITE, -1, 2, false },
-			{ "READ of the last byte", IBV_WR_RDMA_READ, 4095, 1, true },
-			{ "READ across the MR end", IBV_WR_RDMA_READ, 4000, 97, false },
+		    {"WRITE filling the MR", IBV_WR_RDMA_WRITE, 0, 4096, true},
+		    {"WRITE 1 byte past the MR", IBV_WR_RDMA_WRITE, 4096, 1, false},
+		    {"WRITE across the MR end", IBV_WR_RDMA_WRITE, 0, 4097, false},
+		    {"WRITE across the MR end (multi-packet)", IBV_WR_RDMA_WRITE, 1, 5000, false},
+		    {"WRITE starting before the MR", IBV_WR_RDMA_WRITE, -1, 2, false},
+		    {"READ of the last byte", IBV_WR_RDMA_READ, 4095, 1, true},
+		    {"READ across the MR end", IBV_WR_RDMA_READ, 4000, 97, false},
 		};
 
 		for (unsigned int i = 0; i < sizeof(b_cases) / sizeof(b_cases[0]); i++) {
@@ -358,7 +374,7 @@ static void test_recv_too_small(struct harness *h)
 	static const struct {
 		enum ibv_mtu mtu;
 		uint32_t rlen, slen;
-	} c[] = { { IBV_MTU_1024, 100, 200 }, { IBV_MTU_1024, 1500, 5000 }, { IBV_MTU_256, 0, 1 } };
+	} c[] = {{IBV_MTU_1024, 100, 200}, {IBV_MTU_1024, 1500, 5000}, {IBV_MTU_256, 0, 1}};
 
 	for (unsigned int i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		struct pair_opts o = default_opts(c[i].mtu);
@@ -431,33 +447,39 @@ static void test_rnr(struct harness *h)
 		if (expect_one(h, "SEND without a receive", IBV_WR_SEND, a->buf, 64, a->mr->lkey, 0,
 			       0, IBV_WC_RNR_RETRY_EXC_ERR)) {
 			CHECK(CNT(h, 0, rnr_naks_rx) - rx0 == (unsigned long)n + 1 &&
-				      CNT(h, 1, rnr_naks_tx) - tx0 >= (unsigned long)n + 1,
+				  CNT(h, 1, rnr_naks_tx) - tx0 >= (unsigned long)n + 1,
 			      "rnr_retry %d: %lu RNR NAKs received, %lu sent", n,
 			      CNT(h, 0, rnr_naks_rx) - rx0, CNT(h, 1, rnr_naks_tx) - tx0);
 			CHECK(qp_state(a->qp) == IBV_QPS_ERR, "requester after RNR_RETRY_EXC_ERR");
 		}
 	}
-	/* rnr_retry 7 (infinite): a multi-packet SEND waits for the receive */
-	for (int m = 0; m < 2; m++) {
+	/* rnr_retry 7 (infinite): a multi-packet SEND waits for the receive;
+	 * with retry_cnt 1 the RNR NAKs must not cost transport retries */
+	for (int m = 0; m < 3; m++) {
 		struct pair_opts o = default_opts(m ? IBV_MTU_256 : IBV_MTU_4096);
 		struct ibv_wc swc, rwc;
 		unsigned long rx0;
 		uint32_t len = 3000;
 
 		o.min_rnr_timer = m ? 1 : 12; /* 0.01 ms, 0.64 ms */
+		if (m == 2) {
+			o.retry_cnt = 1;
+			o.timeout = 14;
+		}
 		pair_create(h, &o);
 		rx0 = CNT(h, 0, rnr_naks_rx);
 		fill_pattern(a->buf, len, 77);
 		memset(b->buf, 0, len + 64);
 		post1(a->qp, 51, IBV_WR_SEND, a->buf, len, a->mr->lkey, 0, 0);
-		CHECK(wait_wc(a->scq, &swc, 1, 30) != 0, "SEND completed without a receive");
+		CHECK(wait_wc(a->scq, &swc, 1, 30) != 0, "SEND completed without a receive: %s",
+		      ibv_wc_status_str(swc.status));
 		recv1(b->qp, 52, b->buf, len + 64, b->mr->lkey);
 		if (wait_wc2(a->scq, &swc, 1, b->rcq, &rwc, 1, 5000)) {
 			CHECK(0, "rnr_retry 7: completions missing");
 			continue;
 		}
 		CHECK(swc.status == IBV_WC_SUCCESS && rwc.status == IBV_WC_SUCCESS &&
-			      rwc.byte_len == len,
+			  rwc.byte_len == len,
 		      "rnr_retry 7: %s / %s len %u", ibv_wc_status_str(swc.status),
 		      ibv_wc_status_str(rwc.status), rwc.byte_len);
 		CHECK(!memcmp(a->buf, b->buf, len), "rnr_retry 7: data");
@@ -472,9 +494,11 @@ static void test_retry_exceeded(struct harness *h)
 {
 	struct side *a = &h->s[0], *b = &h->s[1];
 
-	for (int v = 0; v < 4; v++) {
+	for (int v = 0; v < 5; v++) {
 		struct pair_opts o = default_opts(IBV_MTU_1024);
 		int rc = v == 3 ? 3 : v % 2 ? 1 : 0;
+		/* v 4: a WRITE longer than the window, still being sent */
+		uint32_t len = v == 4 ? 1u << 20 : 3000;
 		unsigned long t0;
 		struct ibv_wc wc;
 		char what[64];
@@ -482,19 +506,19 @@ static void test_retry_exceeded(struct harness *h)
 		o.retry_cnt = (uint8_t)rc;
 		o.timeout = 1;
 		pair_create(h, &o);
-		if (v < 2) {
+		if (v < 2 || v == 4) {
 			ibv_destroy_qp(b->qp);
 			b->qp = NULL;
-			snprintf(what, sizeof(what), "peer destroyed, retry_cnt %d", rc);
+			snprintf(what, sizeof(what), "peer destroyed, retry_cnt %d, %u B", rc, len);
 		} else {
-			struct ibv_qp_attr at = { .qp_state = IBV_QPS_RESET };
+			struct ibv_qp_attr at = {.qp_state = IBV_QPS_RESET};
 
 			ibv_modify_qp(b->qp, &at, IBV_QP_STATE);
 			snprintf(what, sizeof(what), "peer in RESET, retry_cnt %d", rc);
 		}
 		t0 = CNT(h, 0, timeouts);
-		post1(a->qp, 61, v % 2 ? IBV_WR_RDMA_WRITE : IBV_WR_SEND, a->buf, 3000, a->mr->lkey,
-		      (uintptr_t)a->buf, a->mr->rkey);
+		post1(a->qp, 61, v % 2 || v == 4 ? IBV_WR_RDMA_WRITE : IBV_WR_SEND, a->buf, len,
+		      a->mr->lkey, (uintptr_t)a->buf, a->mr->rkey);
 		post1(a->qp, 62, IBV_WR_RDMA_READ, a->buf, 100, a->mr->lkey, (uintptr_t)a->buf,
 		      a->mr->rkey);
 		if (wait_wc(a->scq, &wc, 1, 5000)) {
@@ -518,7 +542,7 @@ static void test_flush(struct harness *h)
 {
 	struct side *a = &h->s[0], *b = &h->s[1];
 	struct pair_opts o = default_opts(IBV_MTU_1024);
-	struct ibv_qp_attr at = { .qp_state = IBV_QPS_ERR };
+	struct ibv_qp_attr at = {.qp_state = IBV_QPS_ERR};
 	struct ibv_wc wc[8];
 
 	/* SENDs stuck behind RNR NAKs, receives posted on A: modify A to ERR */
@@ -533,12 +557,13 @@ static void test_flush(struct harness *h)
 	CHECK(ibv_modify_qp(a->qp, &at, IBV_QP_STATE) == 0, "modify to ERR");
 	if (!wait_wc2(a->scq, wc, 5, a->rcq, wc + 5, 3, 2000)) {
 		for (int i = 0; i < 5; i++)
-			CHECK(wc[i].status == IBV_WC_WR_FLUSH_ERR && wc[i].wr_id == 70 + (uint64_t)i,
+			CHECK(wc[i].status == IBV_WC_WR_FLUSH_ERR &&
+				  wc[i].wr_id == 70 + (uint64_t)i,
 			      "flushed send %d: wr_id %llu %s", i, (unsigned long long)wc[i].wr_id,
 			      ibv_wc_status_str(wc[i].status));
 		for (int i = 0; i < 3; i++)
 			CHECK(wc[5 + i].status == IBV_WC_WR_FLUSH_ERR &&
-				      wc[5 + i].wr_id == 80 + (uint64_t)i,
+				  wc[5 + i].wr_id == 80 + (uint64_t)i,
 			      "flushed recv %d: wr_id %llu %s", i,
 			      (unsigned long long)wc[5 + i].wr_id,
 			      ibv_wc_status_str(wc[5 + i].status));
@@ -550,8 +575,8 @@ static void test_flush(struct harness *h)
 	      b->mr->rkey);
 	recv1(a->qp, 91, a->buf, 10, a->mr->lkey);
 	if (!wait_wc2(a->scq, wc, 1, a->rcq, wc + 1, 1, 2000))
-		CHECK(wc[0].wr_id == 90 && wc[0].status == IBV_WC_WR_FLUSH_ERR && wc[1].wr_id == 91 &&
-			      wc[1].status == IBV_WC_WR_FLUSH_ERR,
+		CHECK(wc[0].wr_id == 90 && wc[0].status == IBV_WC_WR_FLUSH_ERR &&
+			  wc[1].wr_id == 91 && wc[1].status == IBV_WC_WR_FLUSH_ERR,
 		      "posted in ERR: %s / %s", ibv_wc_status_str(wc[0].status),
 		      ibv_wc_status_str(wc[1].status));
 	else
@@ -561,8 +586,8 @@ static void test_flush(struct harness *h)
 	/* ERR -> RESET -> RTS again: the QP works, the responder never took
 	 * the flushed SENDs, so the PSNs still match */
 	{
-		struct ibv_qp_attr r = { .qp_state = IBV_QPS_RESET };
-		struct xfer x = { .op = IBV_WR_SEND, .size = 3000, .lsge = 2, .rsge = 2 };
+		struct ibv_qp_attr r = {.qp_state = IBV_QPS_RESET};
+		struct xfer x = {.op = IBV_WR_SEND, .size = 3000, .lsge = 2, .rsge = 2};
 
 		CHECK(ibv_modify_qp(a->qp, &r, IBV_QP_STATE) == 0 && qp_connect(h, 0) == 0,
 		      "reconnect after ERR");

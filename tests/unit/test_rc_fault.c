@@ -31,9 +31,9 @@ static void test_parse(void)
 	struct uroce_fault_cfg c;
 	char err[160];
 	static const char *const bad[] = {
-		"drop=2",	 "drop=-0.1",	  "drop=0.1x",	  "foo=1",	"dir=up",
-		"drop_qp=0x1000000", "drop_qp=12:x", "delay_us=abc", "drop",	 "seed=-1",
-		"reorder_ms=0",	 "delay_us=2000000",
+	    "drop=2", "drop=-0.1",	   "drop=0.1x",	   "foo=1",
+	    "dir=up", "drop_qp=0x1000000", "drop_qp=12:x", "delay_us=abc",
+	    "drop",   "seed=-1",	   "reorder_ms=0", "delay_us=2000000",
 	};
 
 	CHECK(uroce_fault_parse("drop=0.05,dup=0.05,reorder=0.05,corrupt=0.01,delay_us=200,"
@@ -43,18 +43,18 @@ static void test_parse(void)
 	CHECK(c.drop == 0.05 && c.dup == 0.05 && c.reorder == 0.05 && c.corrupt == 0.01,
 	      "rates %g %g %g %g", c.drop, c.dup, c.reorder, c.corrupt);
 	CHECK(c.delay_us == 200 && c.seed == 42 && c.have_seed &&
-		      c.dir == (UROCE_FAULT_TX | UROCE_FAULT_RX),
+		  c.dir == (UROCE_FAULT_TX | UROCE_FAULT_RX),
 	      "delay %u seed %llu dir %u", c.delay_us, (unsigned long long)c.seed, c.dir);
 	CHECK(c.ndrop_qp == 2 && c.drop_qp[0].qpn == 0x1a2b03 && c.drop_qp[0].n == 3 &&
-		      c.drop_qp[1].qpn == 7 && c.drop_qp[1].n == 1,
+		  c.drop_qp[1].qpn == 7 && c.drop_qp[1].n == 1,
 	      "drop_qp");
 	CHECK(c.thr_drop > 0 && c.thr_drop < UINT64_MAX / 10, "threshold of 0.05: %llu",
 	      (unsigned long long)c.thr_drop);
 	CHECK(uroce_fault_parse("drop=1,dup=0", &c, err, sizeof(err)) == 0 &&
-		      c.thr_drop == UINT64_MAX && c.thr_dup == 0 && c.dir == UROCE_FAULT_TX,
+		  c.thr_drop == UINT64_MAX && c.thr_dup == 0 && c.dir == UROCE_FAULT_TX,
 	      "drop=1 / dup=0 / default direction");
 	CHECK(uroce_fault_parse("dir=rx reorder=0.5 reorder_ms=5", &c, err, sizeof(err)) == 0 &&
-		      c.dir == UROCE_FAULT_RX && c.reorder_ms == 5,
+		  c.dir == UROCE_FAULT_RX && c.reorder_ms == 5,
 	      "space separated");
 	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		CHECK(uroce_fault_parse(bad[i], &c, err, sizeof(err)) == -1 && err[0],
@@ -63,7 +63,7 @@ static void test_parse(void)
 
 /* ---- data under faults ---- */
 
-static const enum ibv_wr_opcode data_ops[] = { IBV_WR_SEND, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ };
+static const enum ibv_wr_opcode data_ops[] = {IBV_WR_SEND, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ};
 
 struct totals {
 	unsigned long drop, dup, reorder, corrupt, delay, icrc, parse, retrans, dups, timeouts;
@@ -97,9 +97,9 @@ static void print_totals(const char *what, const struct totals *t, double secs)
 static void stream(struct harness *h, uint64_t seed, int n)
 {
 	struct bop *ops = calloc((size_t)n, sizeof(*ops));
-	static const enum ibv_wr_opcode mix[] = { IBV_WR_SEND, IBV_WR_SEND_WITH_IMM,
-						  IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
-						  IBV_WR_RDMA_READ };
+	static const enum ibv_wr_opcode mix[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM,
+						 IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
+						 IBV_WR_RDMA_READ};
 	uint64_t r = seed | 1;
 
 	for (int i = 0; i < n; i++) {
@@ -120,11 +120,11 @@ static void data_under(const char *what, const char *spec_fmt, const enum ibv_mt
 	for (int m = 0; m < nmtu; m++) {
 		struct pair_opts o = default_opts(mtus[m]);
 		uint32_t mtu = 128u << mtus[m];
-		const uint32_t sizes_all[] = { 0, 1, 255, mtu - 1, mtu, mtu + 1, 65536, 1u << 20 };
-		const uint32_t sizes_few[] = { 0, mtu + 1, 65536, 1u << 20 };
+		const uint32_t sizes_all[] = {0, 1, 255, mtu - 1, mtu, mtu + 1, 65536, 1u << 20};
+		const uint32_t sizes_few[] = {0, mtu + 1, 65536, 1u << 20};
 		const uint32_t *sizes = all_sizes ? sizes_all : sizes_few;
 		int nsizes = all_sizes ? 8 : 4;
-		struct totals t = { 0 };
+		struct totals t = {0};
 		struct harness h;
 		char spec[256], name[96];
 		unsigned int f0 = failed;
@@ -140,11 +140,11 @@ static void data_under(const char *what, const char *spec_fmt, const enum ibv_mt
 		}
 		for (int k = 0; k < nops; k++)
 			for (int i = 0; i < nsizes; i++) {
-				struct xfer x = { .op = ops[k],
-						  .size = sizes[i],
-						  .lsge = 1 + i % 3,
-						  .rsge = 1 + i % 2,
-						  .rslack = 3 };
+				struct xfer x = {.op = ops[k],
+						 .size = sizes[i],
+						 .lsge = 1 + i % 3,
+						 .rsge = 1 + i % 2,
+						 .rslack = 3};
 
 				if (!do_xfer(&h, &x, ++seed))
 					pair_recover(&h);
@@ -162,11 +162,11 @@ static void data_under(const char *what, const char *spec_fmt, const enum ibv_mt
 
 static void test_mix(void)
 {
-	static const enum ibv_wr_opcode rx_ops[] = { IBV_WR_SEND, IBV_WR_SEND_WITH_IMM,
-						     IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
-						     IBV_WR_RDMA_READ };
+	static const enum ibv_wr_opcode rx_ops[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM,
+						    IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
+						    IBV_WR_RDMA_READ};
 	const enum ibv_mtu m1024 = IBV_MTU_1024, m2048 = IBV_MTU_2048;
-	struct totals t = { 0 };
+	struct totals t = {0};
 
 	data_under("tx faults", "drop=0.05,dup=0.05,reorder=0.05,corrupt=0.01,seed=%d", all_mtus,
 		   HARNESS_MTUS, data_ops, 3, true, &t);
@@ -176,15 +176,19 @@ static void test_mix(void)
 	CHECK(t.delay == 0, "delays without delay_us");
 
 	memset(&t, 0, sizeof(t));
-	data_under("rx faults + delay", "drop=0.03,dup=0.03,reorder=0.03,corrupt=0.01,delay_us=100,"
-		   "dir=rx,seed=%d", &m1024, 1, rx_ops, 5, false, &t);
+	data_under("rx faults + delay",
+		   "drop=0.03,dup=0.03,reorder=0.03,corrupt=0.01,delay_us=100,"
+		   "dir=rx,seed=%d",
+		   &m1024, 1, rx_ops, 5, false, &t);
 	CHECK(t.drop && t.dup && t.reorder && t.corrupt && t.delay,
 	      "rx: some fault never happened");
 	CHECK(t.icrc + t.parse > 0, "rx: no corrupted packet was caught");
 
 	memset(&t, 0, sizeof(t));
-	data_under("both directions", "drop=0.02,dup=0.02,reorder=0.02,corrupt=0.01,dir=both,"
-		   "seed=%d", &m2048, 1, rx_ops, 5, false, &t);
+	data_under("both directions",
+		   "drop=0.02,dup=0.02,reorder=0.02,corrupt=0.01,dir=both,"
+		   "seed=%d",
+		   &m2048, 1, rx_ops, 5, false, &t);
 	CHECK(t.drop && t.dup && t.reorder && t.corrupt, "both: some fault never happened");
 }
 
@@ -198,10 +202,10 @@ static void test_drop_qp(void)
 		struct harness h;
 		char spec[64];
 		int n = v + 1;
-		struct xfer x = { .op = v ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
-				  .size = 3 * 1024 + 10,
-				  .lsge = 2,
-				  .rsge = 1 };
+		struct xfer x = {.op = v ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+				 .size = 3 * 1024 + 10,
+				 .lsge = 2,
+				 .rsge = 1};
 		unsigned int f0 = failed;
 
 		set_fault(NULL);
@@ -218,7 +222,7 @@ static void test_drop_qp(void)
 		set_fault(spec);
 		do_xfer(&h, &x, 9100 + (uint64_t)v);
 		CHECK(CNT(&h, 0, fault_drop) == (unsigned long)n &&
-			      CNT(&h, 1, fault_drop) == (unsigned long)n,
+			  CNT(&h, 1, fault_drop) == (unsigned long)n,
 		      "%s: dropped %lu / %lu, want %d each", spec, CNT(&h, 0, fault_drop),
 		      CNT(&h, 1, fault_drop), n);
 		CHECK(CNT(&h, 0, retransmits) > 0, "%s: nothing was retransmitted", spec);
@@ -253,8 +257,8 @@ static double write_rate(const char *spec, enum ibv_mtu mtu, int n, unsigned lon
 		return 0;
 	}
 	fill_pattern(h.s[0].buf, MAX_MSG, 31337);
-	sge = (struct ibv_sge){ .addr = (uintptr_t)h.s[0].buf, .length = MAX_MSG,
-				.lkey = h.s[0].mr->lkey };
+	sge = (struct ibv_sge){
+	    .addr = (uintptr_t)h.s[0].buf, .length = MAX_MSG, .lkey = h.s[0].mr->lkey};
 	memset(wr, 0, sizeof(wr));
 	for (int i = 0; i < 8; i++) {
 		wr[i].wr_id = (uint64_t)i;
@@ -275,7 +279,7 @@ static double write_rate(const char *spec, enum ibv_mtu mtu, int n, unsigned lon
 	secs = now_s() - t0;
 	CHECK(!err, "throughput run (%s) failed", spec ? spec : "no faults");
 	CHECK(!memcmp(h.s[0].buf, h.s[1].buf, MAX_MSG) &&
-		      !memcmp(h.s[0].buf, h.s[1].buf + MAX_MSG, MAX_MSG),
+		  !memcmp(h.s[0].buf, h.s[1].buf + MAX_MSG, MAX_MSG),
 	      "throughput run (%s): data", spec ? spec : "no faults");
 	*retrans = CNT(&h, 0, retransmits);
 	harness_close(&h);
@@ -285,7 +289,7 @@ static double write_rate(const char *spec, enum ibv_mtu mtu, int n, unsigned lon
 
 static void test_throughput(void)
 {
-	static const enum ibv_mtu mtus[] = { IBV_MTU_1024, IBV_MTU_4096 };
+	static const enum ibv_mtu mtus[] = {IBV_MTU_1024, IBV_MTU_4096};
 	const int n = 32;
 
 	for (unsigned int i = 0; i < 2; i++) {
@@ -293,10 +297,11 @@ static void test_throughput(void)
 		double clean = write_rate(NULL, mtus[i], n, &r0);
 		double lossy = write_rate("drop=0.05,seed=5", mtus[i], n, &r1);
 
-		printf("throughput, %d x 1 MiB RDMA WRITE, MTU %u: %.1f MiB/s without faults "
-		       "(%lu retransmitted), %.1f MiB/s with drop=0.05 (%lu retransmitted): %.0f%%\n",
-		       n, 128u << mtus[i], clean, r0, lossy, r1,
-		       clean > 0 ? 100.0 * lossy / clean : 0.0);
+		printf(
+		    "throughput, %d x 1 MiB RDMA WRITE, MTU %u: %.1f MiB/s without faults "
+		    "(%lu retransmitted), %.1f MiB/s with drop=0.05 (%lu retransmitted): %.0f%%\n",
+		    n, 128u << mtus[i], clean, r0, lossy, r1,
+		    clean > 0 ? 100.0 * lossy / clean : 0.0);
 	}
 }
 
