@@ -93,7 +93,7 @@ def fmt(v, metric):
     if v is None:
         return "-"
     if metric == "bw_MBps":
-        return f"{v:,.0f}" if v >= 100 else f"{v:.2f}" if v < 10 else f"{v:.1f}"
+        return f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3g}"
     if metric == "cpu_s_per_GB":
         return f"{v:.2f}"
     return f"{v:.2f}" if v < 100 else f"{v:,.0f}"

@@ -22,7 +22,7 @@ usage() {
 	cat <<EOF
 usage: bench/run.sh [--quick] [--out DIR] [--reps N] [options]
 
-  --quick          reduced matrix (a few sizes, 2 reps), under 3 minutes
+  --quick          reduced matrix (a few sizes, 1 rep), about 3 minutes
   --out DIR        output directory (default: bench/out)
   --reps N         repetitions of the key points; medians are reported (default 3)
   --build DIR      where to build uroce (Release) (default: build-bench/ in the repo)
@@ -65,7 +65,7 @@ while [[ $# -gt 0 ]]; do
 	esac
 	shift
 done
-[[ -n $REPS ]] || REPS=$((QUICK ? 2 : 3))
+[[ -n $REPS ]] || REPS=$((QUICK ? 1 : 3))
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --reps wants a positive integer" >&2; exit 2; }
 
 SECTIONS=$ALL_SECTIONS
@@ -95,8 +95,8 @@ KEY_BW=65536 # the size of every bandwidth target
 KEY_LAT=2    # the size of every latency target
 if ((QUICK)); then
 	# the key sizes (64 KiB, 2 B) come from the repetitions, not the sweep
-	BW_SIZES=(2 4096 1048576)
-	LAT_SIZES=(1024 16384)
+	BW_SIZES=(2 1048576)
+	LAT_SIZES=(4096)
 	UD_SIZES=()
 	LAT_ITERS=1000
 	PP_ITERS=5000
@@ -163,16 +163,22 @@ cleanup() {
 	if [[ -n $NSB ]]; then ip netns del "$NSB" 2>/dev/null; fi
 	NSA="" NSB=""
 }
-trap cleanup EXIT
+TOOLS=""
+trap 'cleanup; [[ -n $TOOLS ]] && rm -rf "$TOOLS"' EXIT
 trap 'log "interrupted"; exit 130' INT TERM
 
-# wait until TCP port PORT listens (in netns NS if given); TIMEOUT_S
+# wait until TCP port PORT listens (in netns NS if given); TIMEOUT_S; give up
+# early when the server PID (if given) has exited
 wait_listen() {
-	local port=$1 ns=$2 tmo=${3:-10} i pre=()
+	local port=$1 ns=$2 tmo=${3:-10} pid=${4-} i pre=()
 	[[ -n $ns ]] && pre=(ip netns exec "$ns")
 	for ((i = 0; i < tmo * 20; i++)); do
 		if "${pre[@]}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
 			return 0
+		fi
+		if [[ -n $pid ]] && { ! is_ours "$pid" ||
+			[[ $(awk '{ sub(/^.*\) /, ""); print $1 }' "/proc/$pid/stat" 2>/dev/null) == Z ]]; }; then
+			return 1
 		fi
 		sleep 0.05
 	done
@@ -253,8 +259,9 @@ if [[ -z $UROCE ]]; then
 fi
 [[ -x $UROCE ]] || { log "FATAL: $UROCE is not executable"; exit 1; }
 
-cc -O2 -Wall -o "$OUT/udp_pingpong" "$BENCH_DIR/udp_pingpong.c" 2>"$RAW/cc.log" &&
-	cc -O2 -Wall -o "$OUT/memcpy_bw" "$BENCH_DIR/memcpy_bw.c" 2>>"$RAW/cc.log" ||
+TOOLS=$(mktemp -d /tmp/uroce-bench-tools.XXXXXX)
+cc -O2 -Wall -o "$TOOLS/udp_pingpong" "$BENCH_DIR/udp_pingpong.c" 2>"$RAW/cc.log" &&
+	cc -O2 -Wall -o "$TOOLS/memcpy_bw" "$BENCH_DIR/memcpy_bw.c" 2>>"$RAW/cc.log" ||
 	{ log "FATAL: cannot build the C helpers: $(cat "$RAW/cc.log")"; exit 1; }
 
 HAVE_UCX=0
@@ -306,8 +313,8 @@ pt_pair() {
 		</dev/null >"$base.srv" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
-	if ! wait_listen "$port" "$PT_NS_SRV" 10; then
-		echo "server did not listen on $port within 10 s" >"$base.cli"
+	if ! wait_listen "$port" "$PT_NS_SRV" 10 "$spid"; then
+		echo "uroce-bench: the server did not listen on $port (exited, or not within 10 s)" >"$base.cli"
 		reap "$spid" 0
 		return 1
 	fi
@@ -345,7 +352,7 @@ uroce_bw() {
 	if [[ -n $row ]]; then
 		# perftest's MB/sec is MiB/s (format_factor 0x100000): report 10^6 B/s
 		record uroce "$test" "$variant" "$size" "$rep" bw_MBps \
-			"$(awk '{ printf "%.2f", $4 * 1.048576 }' <<<"$row")" ok
+			"$(awk '{ printf "%.6g", $4 * 1.048576 }' <<<"$row")" ok
 	else
 		record uroce "$test" "$variant" "$size" "$rep" bw_MBps "" "$(pt_status "$label" $opt bw)" "raw/$label.cli"
 	fi
@@ -355,7 +362,7 @@ uroce_bw() {
 # perftest's latency tests take an iteration count (-D reports only an average),
 # and one iteration can cost 10 us or 20 ms: each test's count adapts so that a
 # run takes about LAT_BUDGET_US, from the average of its previous run (starting
-# at 300, at most LAT_ITERS, at least 100).
+# at 100, at most LAT_ITERS, at least 100).
 declare -A LATN=()
 uroce_lat() {
 	local test=$1 size=$2 rep=$3 variant=$4
@@ -364,7 +371,7 @@ uroce_lat() {
 	local key="$test/$variant" n avg
 	[[ $variant == *ud* ]] && opt=1
 	if [[ $test == ib_atomic_lat ]]; then opt=1 kind=atomic sz=(); fi
-	n=${LATN[$key]:-300}
+	n=${LATN[$key]:-100}
 	pt_pair "$label" 60 "$test" "${sz[@]}" -n "$n" "$@"
 	row=$(pt_row "$RAW/$label.cli")
 	if [[ -n $row ]]; then
@@ -393,7 +400,7 @@ qperf_start() { # [NETNS]
 	"${pre[@]}" timeout -k 3 3600 qperf -lp "$QPERF_PORT" </dev/null >"$RAW/qperf_server_$QPERF_PORT.log" 2>&1 &
 	QPERF_PID=$!
 	BG_PIDS+=("$QPERF_PID")
-	wait_listen "$QPERF_PORT" "${1-}" 10
+	wait_listen "$QPERF_PORT" "${1-}" 10 "$QPERF_PID"
 }
 qperf_stop() {
 	[[ -n $QPERF_PID ]] || return 0
@@ -425,7 +432,7 @@ qperf_run() {
 		$1 == "bw" && $2 == "=" {
 			u = $4; v = $3
 			f = (u ~ /^GB/) ? 1e3 : (u ~ /^MB/) ? 1 : (u ~ /^KB/) ? 1e-3 : (u ~ /^B/) ? 1e-6 : 0
-			if (f && v > 0) printf "%.2f\n", v * f
+			if (f && v > 0) printf "%.6g\n", v * f
 		}
 		$1 == "latency" && $2 == "=" {
 			u = $4; v = $3
@@ -458,11 +465,11 @@ qperf_point() { # TEST SIZE REP METRIC TIME
 pingpong() {
 	local sizes=$1 rep=$2 iters=$3 label="udp_pingpong_r$2_$(tr , _ <<<"$1" | cut -c1-40)" spid
 	next_port
-	timeout -k 3 120 "$OUT/udp_pingpong" server -b 127.0.0.1 -p "$PORT" -i 30 </dev/null >"$RAW/$label.srv" 2>&1 &
+	timeout -k 3 120 "$TOOLS/udp_pingpong" server -b 127.0.0.1 -p "$PORT" -i 30 </dev/null >"$RAW/$label.srv" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
 	sleep 0.1
-	timeout -k 3 100 "$OUT/udp_pingpong" client -H 127.0.0.1 -p "$PORT" -s "$sizes" -n "$iters" -w 1000 -T "$PP_SECS" \
+	timeout -k 3 100 "$TOOLS/udp_pingpong" client -H 127.0.0.1 -p "$PORT" -s "$sizes" -n "$iters" -w 1000 -T "$PP_SECS" \
 		</dev/null >"$RAW/$label.cli" 2>&1
 	reap "$spid" 2
 	local s line
@@ -488,7 +495,7 @@ ucx_point() {
 	env "${envs[@]}" timeout -k 3 90 ucx_perftest -p "$PORT" </dev/null >"$RAW/$label.srv" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
-	if wait_listen "$PORT" "" 10; then
+	if wait_listen "$PORT" "" 10 "$spid"; then
 		env "${envs[@]}" timeout -k 3 90 ucx_perftest 127.0.0.1 -p "$PORT" -t "$test" -s "$size" \
 			-n "$iters" -w $((iters / 10 + 10)) -f </dev/null >"$RAW/$label.cli" 2>&1
 	fi
@@ -498,7 +505,7 @@ ucx_point() {
 	if [[ -n $row ]]; then
 		if [[ $metric == bw_MBps ]]; then
 			# ucx_perftest's MB/s is MiB/s: report 10^6 B/s
-			v=$(awk '{ printf "%.2f", $6 * 1.048576 }' <<<"$row")
+			v=$(awk '{ printf "%.6g", $6 * 1.048576 }' <<<"$row")
 		else
 			v=$(awk '{ print $2 }' <<<"$row") # the median one-way latency
 		fi
@@ -577,12 +584,12 @@ veth_setup() {
 	# the link works if a busy-poll UDP ping-pong crosses it (its latency is worth having too)
 	local spid line
 	next_port
-	ip netns exec "$NSA" timeout -k 3 30 "$OUT/udp_pingpong" server -b "$VETH_A_IP" -p "$PORT" -i 20 \
+	ip netns exec "$NSA" timeout -k 3 30 "$TOOLS/udp_pingpong" server -b "$VETH_A_IP" -p "$PORT" -i 20 \
 		</dev/null >"$RAW/veth_udp_pingpong.srv" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
 	sleep 0.2
-	ip netns exec "$NSB" timeout -k 3 20 "$OUT/udp_pingpong" client -H "$VETH_A_IP" -p "$PORT" -s "$KEY_LAT" \
+	ip netns exec "$NSB" timeout -k 3 20 "$TOOLS/udp_pingpong" client -H "$VETH_A_IP" -p "$PORT" -s "$KEY_LAT" \
 		-n "$PP_ITERS" -w 1000 -T "$PP_SECS" </dev/null >"$RAW/veth_udp_pingpong.cli" 2>&1
 	reap "$spid" 2
 	line=$(grep "^size=$KEY_LAT .*median_us=" "$RAW/veth_udp_pingpong.cli")
@@ -604,7 +611,7 @@ sec_floors() {
 	local s line
 	MC_SIZES=($(printf '%s\n' "${BW_SIZES[@]}" "$KEY_BW" | sort -nu))
 	PP_SIZES=($(printf '%s\n' "${LAT_SIZES[@]}" "$KEY_LAT" | sort -nu))
-	timeout -k 3 120 "$OUT/memcpy_bw" -t 0.2 "$(join "${MC_SIZES[@]}")" >"$RAW/memcpy_bw.out" 2>&1
+	timeout -k 3 120 "$TOOLS/memcpy_bw" -t 0.2 "$(join "${MC_SIZES[@]}")" >"$RAW/memcpy_bw.out" 2>&1
 	for s in "${MC_SIZES[@]}"; do
 		line=$(grep "^size=$s " "$RAW/memcpy_bw.out")
 		if [[ -n $line ]]; then
@@ -645,12 +652,12 @@ sec_ucx() {
 		return
 	fi
 	for s in "${BW_SIZES[@]}"; do
-		n=$((268435456 / s))
-		((n > 100000)) && n=100000
-		((n < 256)) && n=256
+		n=$((67108864 / s)) # 64 MiB a point
+		((n > 50000)) && n=50000
+		((n < 100)) && n=100
 		ucx_point tag_bw "$s" 0 bw_MBps "$n"
 	done
-	for s in "${LAT_SIZES[@]}"; do ucx_point tag_lat "$s" 0 lat_us 5000; done
+	for s in "${LAT_SIZES[@]}"; do ucx_point tag_lat "$s" 0 lat_us 2000; done
 }
 
 sec_sweep() {

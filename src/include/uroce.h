@@ -111,6 +111,7 @@ struct uroce_ep {
 	pthread_mutex_t tx_lock;
 	struct uroce_ep_tx *tx;
 	bool gso;
+	uint32_t rcvbuf; /* SO_RCVBUF as granted: bounds the RC send window */
 };
 
 /* Counters: struct uroce_counters (device) and struct uroce_stats_qp (per QP)

@@ -86,6 +86,13 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 	}
 	set_bufsz(ep->fd, SO_RCVBUFFORCE, SO_RCVBUF);
 	set_bufsz(ep->fd, SO_SNDBUFFORCE, SO_SNDBUF);
+	{
+		int v = 0;
+		socklen_t vl = sizeof(v);
+
+		getsockopt(ep->fd, SOL_SOCKET, SO_RCVBUF, &v, &vl);
+		ep->rcvbuf = v > 0 ? (uint32_t)v : 212992;
+	}
 	uroce_gso_setup(ep);
 	if (reuse && setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one))) {
 		ur_err("setsockopt(SO_REUSEADDR): %s", strerror(errno));

@@ -3,9 +3,9 @@
  * Records are assembled in a 64 KiB buffer under the capture's mutex and
  * written out when the buffer fills, when 100 ms have passed since the last
  * write (checked as packets arrive), at ibv_close_device and at exit.  The
- * IPv4 and UDP headers are rebuilt from the addresses and ports of the
- * packet, exactly as the kernel sends them for an unconnected uroce socket
- * (see the ICRC notes in docs/design.md).
+ * IPv4 and UDP headers are rebuilt from the addresses, ports and IPv4 ID of
+ * the packet, exactly as the kernel sends them for an unconnected uroce
+ * socket (see the ICRC notes in docs/design.md and src/net/gso.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -188,7 +188,8 @@ void uroce_pcap_write(struct uroce_ctx *ctx, enum uroce_pcap_dir dir, const stru
 	/* IPv4 as an unconnected IP_PMTUDISC_DO socket sends it */
 	iph[0] = 0x45;
 	put16(iph + 2, (uint16_t)iplen);
-	put16(iph + 6, 0x4000); /* ID 0 (bytes 4-5), DF */
+	put16(iph + 4, ip->ipid); /* 0, or k for segment k of a GSO batch */
+	put16(iph + 6, 0x4000);	  /* DF */
 	iph[8] = 64;
 	iph[9] = IPPROTO_UDP;
 	memcpy(iph + 12, &ip->src.v4, 4);

@@ -4,16 +4,16 @@
  * as a classic pcap file (nanosecond timestamps) that tcpdump, tshark and
  * Wireshark read: link type LINUX_SLL, whose packet type tells "sent by us"
  * from "to us", then the IPv4 and UDP headers as the kernel puts them on
- * the wire (ID 0, DF, TTL 64, checksums computed) and the RoCEv2 packet
- * (BTH through ICRC).
+ * the wire (DF, TTL 64, ID 0 - or k for segment k of a GSO batch - and the
+ * checksums computed) and the RoCEv2 packet (BTH through ICRC).
  *
  * FILE: "%p" expands to the pid; without it ".<pid>" is added before a
  * ".pcap" suffix (or at the end).  The second and later contexts of one
  * process add "-<n>" the same way.
  *
- * endpoint.c calls uroce_pcap() once where a packet has really been sent
- * and once where a received packet is handed to the parser; with capture
- * off that is one predictable branch.
+ * endpoint.c calls uroce_pcap() where a packet is sent on its own and
+ * where a received packet is handed to the parser, gso.c where a packet
+ * joins a GSO batch; with capture off that is one predictable branch.
  */
 #ifndef UROCE_PCAP_H
 #define UROCE_PCAP_H

@@ -383,13 +383,11 @@ void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			return;
 		if (qp->req.need_retry && qp->req.retry_psn == pkt->psn)
 			break; /* already going back there */
-		if (qp->attr.retry_cnt != 7) {
-			if (qp->req.retry_cnt == 0) {
-				fail_at(qp, pkt->psn, IBV_WC_RETRY_EXC_ERR);
-				return;
-			}
-			qp->req.retry_cnt--;
+		if (qp->req.retry_cnt == 0) { /* 7 is not forever: see req.c */
+			fail_at(qp, pkt->psn, IBV_WC_RETRY_EXC_ERR);
+			return;
 		}
+		qp->req.retry_cnt--;
 		qp->req.need_retry = true;
 		qp->req.retry_psn = pkt->psn;
 		uroce_req_go_back(qp, pkt->psn);

@@ -6,8 +6,18 @@
 
 /* Packets a requester may have in flight per QP, and how often it asks for
  * an ACK inside a long message (the last packet of a message always does). */
-#define UROCE_WINDOW 128u
-#define UROCE_ACKREQ_EVERY 16u
+#define UROCE_WINDOW 256u
+#define UROCE_ACKREQ_EVERY 32u
+
+/* Packets in flight: at most UROCE_WINDOW, and no more than half of what the
+ * peer's socket buffer holds (estimated by ours: same host, same limits), so
+ * a window does not overrun the receiver and turn into retransmissions. */
+static inline uint32_t rc_window(const struct uroce_qp *qp)
+{
+	uint32_t w = qp->ep->rcvbuf / 2 / (qp->mtu + 128);
+
+	return w < 8 ? 8 : w > UROCE_WINDOW ? UROCE_WINDOW : w;
+}
 
 static inline struct uroce_swqe *swqe(struct uroce_qp *qp, uint32_t i)
 {

@@ -258,7 +258,7 @@ static enum req_result req_step(struct uroce_qp *qp)
 
 	if (qp->sq.req == qp->sq.head)
 		return REQ_BLOCKED;
-	if (qp->req.inflight >= UROCE_WINDOW)
+	if (qp->req.inflight >= rc_window(qp))
 		return REQ_BLOCKED;
 	w = swqe(qp, qp->sq.req);
 	if (swqe_is_rd(w) && qp->req.rd_inflight >= max_rd)
@@ -337,7 +337,10 @@ void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
 }
 
 /* Retransmission timer (IBTA 9.7.6.1.3, C9-139..141): resend from the oldest
- * unacknowledged PSN; after retry_cnt retries (7 = forever) the WQE fails. */
+ * unacknowledged PSN; after retry_cnt retries the WQE fails.  retry_cnt 7 is
+ * seven retries, as on hardware: only rnr_retry 7 means forever, so a peer
+ * that vanished fails the WQEs of programs that use 7 (ibv_rc_pingpong,
+ * perftest) instead of hanging them. */
 void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 {
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD)
@@ -352,23 +355,20 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 	if (!qp->req.inflight)
 		return;
 	uroce_qp_count(qp, timeouts, 1);
-	if (qp->attr.retry_cnt != 7) {
-		if (qp->req.retry_cnt == 0) {
-			struct uroce_swqe *w = swqe(qp, qp->sq.tail);
+	if (qp->req.retry_cnt == 0) {
+		struct uroce_swqe *w = swqe(qp, qp->sq.tail);
 
-			ur_dbg("QP 0x%06x: transport retry counter exceeded",
-			       qp->ibqp.qp_base.qp_num);
-			if (qp->sq.tail == qp->sq.req) { /* still being sent */
-				qp->sq.req++;
-				qp->req.offset = 0;
-			}
-			w->status = IBV_WC_RETRY_EXC_ERR;
-			w->state = UROCE_WQE_DONE;
-			uroce_comp_retire(qp);
-			return;
+		ur_dbg("QP 0x%06x: transport retry counter exceeded", qp->ibqp.qp_base.qp_num);
+		if (qp->sq.tail == qp->sq.req) { /* still being sent */
+			qp->sq.req++;
+			qp->req.offset = 0;
 		}
-		qp->req.retry_cnt--;
+		w->status = IBV_WC_RETRY_EXC_ERR;
+		w->state = UROCE_WQE_DONE;
+		uroce_comp_retire(qp);
+		return;
 	}
+	qp->req.retry_cnt--;
 	uroce_req_go_back(qp, qp->req.una_psn);
 	uroce_req_progress(qp);
 }

@@ -105,7 +105,7 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_pkt *pkt, enum ibv_w
 	/* Acknowledge before the completion becomes visible: the application
 	 * may destroy the QP or exit as soon as it sees it, and an ACK still
 	 * waiting for the end of the batch would be lost, leaving the
-	 * requester retrying (forever with retry_cnt 7). */
+	 * requester retrying until its retry_cnt runs out. */
 	if (pkt && st == IBV_WC_SUCCESS) {
 		qp->resp.ack_pending = true;
 		qp->resp.ack_psn = pkt->psn;
@@ -239,6 +239,12 @@ static enum resp_state check_rkey(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return ok ? RESPST_EXECUTE : RESPST_NAK_ACCESS;
 	}
 
+	/* a message longer than max_msg_sz (2^31) is an invalid request */
+	if (ur_reth_len(pkt) > UROCE_MAX_MSG) {
+		ur_dbg("QP 0x%06x: %s of %u bytes > max_msg_sz", qp->ibqp.qp_base.qp_num,
+		       uroce_opcode_name(pkt->opcode), ur_reth_len(pkt));
+		return RESPST_NAK_INVALID;
+	}
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	ok = rkey_ok(qp, ur_reth_rkey(pkt), ur_reth_va(pkt), ur_reth_len(pkt), access);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
@@ -289,8 +295,9 @@ static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		qp->resp.write_len = ur_reth_len(pkt);
 		qp->resp.write_offset = 0;
 	}
-	if (qp->resp.write_offset + pkt->paylen > qp->resp.write_len ||
-	    ((pkt->mask & URM_END) && qp->resp.write_offset + pkt->paylen != qp->resp.write_len))
+	if ((uint64_t)qp->resp.write_offset + pkt->paylen > qp->resp.write_len ||
+	    ((pkt->mask & URM_END) &&
+	     (uint64_t)qp->resp.write_offset + pkt->paylen != qp->resp.write_len))
 		return RESPST_NAK_INVALID; /* C9-?: length must match the RETH */
 	if (pkt->paylen) {
 		struct uroce_mr *mr;
@@ -395,6 +402,16 @@ static enum resp_state exec_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	mr = uroce_mr_lookup(qp->ctx, ur_atmeth_rkey(pkt));
 	if (mr)
 		p = (uint64_t *)(void *)uroce_mr_ptr(mr, ur_atmeth_va(pkt), 8);
+	/* The va is 8-byte aligned (check_rkey), but an MR registered at an
+	 * iova aligned otherwise than its address (ibv_reg_mr_iova,
+	 * ZERO_BASED) maps it to a misaligned host address, where the CPU's
+	 * atomics are undefined: invalid request, as rxe answers. */
+	if (p && ((uintptr_t)p & 7)) {
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		ur_dbg("QP 0x%06x: atomic va 0x%llx is a misaligned host address",
+		       qp->ibqp.qp_base.qp_num, (unsigned long long)ur_atmeth_va(pkt));
+		return RESPST_NAK_INVALID;
+	}
 	if (p) {
 		if (pkt->opcode == UR_OPC_FETCH_ADD || pkt->opcode == (UR_TR_XRC | UR_OPC_FETCH_ADD)) {
 			orig = __atomic_fetch_add(p, ur_atmeth_swap_add(pkt), __ATOMIC_SEQ_CST);

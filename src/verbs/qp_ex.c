@@ -125,7 +125,12 @@ static void qpx_wr_start(struct ibv_qp_ex *q)
 {
 	struct uroce_qpx *x = qpx_qp(q)->qpx;
 
-	pthread_mutex_lock(&x->lock);
+	/* an error-checking mutex: a second wr_start on this thread would
+	 * otherwise hang */
+	if (pthread_mutex_lock(&x->lock) == EDEADLK)
+		ur_dbg("wr_start: QP 0x%06x: this thread is already between ibv_wr_start() and "
+		       "ibv_wr_complete(); the unfinished batch is discarded",
+		       q->qp_base.qp_num);
 	batch_reset(x);
 	x->open = true;
 }
@@ -421,8 +426,12 @@ static void qpx_wr_set_inline_data_list(struct ibv_qp_ex *q, size_t num_buf,
 			return;
 		}
 	}
-	/* (+1: never a NULL buffer, even for zero bytes) */
-	if (!grow((void **)&x->inl, 1, x->inl_len + total + 1, &x->inl_cap) ||
+	if (!total) {
+		/* nothing to copy: a zero-length message, as with no SGE */
+		qpx_wr_set_sge_list(q, 0, NULL);
+		return;
+	}
+	if (!grow((void **)&x->inl, 1, x->inl_len + total, &x->inl_cap) ||
 	    !grow32((void **)&x->sge, sizeof(*x->sge), x->nsge + 1, &x->sge_cap)) {
 		batch_fail(x, ENOMEM, "wr_set_inline_data: no memory for the batch");
 		return;
@@ -528,6 +537,7 @@ int uroce_qpx_check(const struct ibv_qp_init_attr_ex *ia)
 int uroce_qpx_init(struct uroce_qp *qp, const struct ibv_qp_init_attr_ex *ia)
 {
 	struct ibv_qp_ex *q = &qp->ibqp;
+	pthread_mutexattr_t ma;
 	struct uroce_qpx *x;
 
 	if (!(ia->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
@@ -535,7 +545,10 @@ int uroce_qpx_init(struct uroce_qp *qp, const struct ibv_qp_init_attr_ex *ia)
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return ur_dbg("create_qp: out of memory for the ibv_wr_* state"), ENOMEM;
-	pthread_mutex_init(&x->lock, NULL);
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&x->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	x->send_ops = ia->send_ops_flags;
 	qp->qpx = x;
 

@@ -24,7 +24,7 @@ dev=$(first_device) || die "cannot list devices"
 [[ -n $dev ]] || die "ibv_devices lists no uroce device"
 log "device: $dev"
 
-CLIENT_TIMEOUT=90
+CLIENT_TIMEOUT=120 # the 1 MiB cases take up to a minute under ASan
 
 # pingpong NAME "OPTIONS" LAUNCHER...: one server/client pair with the given
 # extra ibv_rc_pingpong options; LAUNCHER is the command that starts both

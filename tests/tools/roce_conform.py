@@ -3,7 +3,8 @@
 tests/integration/interop_mode.sh).
 
     roce_conform.py CAPTURE [--mode native|standard] [--expect NAME,...]
-                    [--expect-aeth ACK,RNR_NAK,NAK_PSN_SEQ,...] [--no-decode-as]
+                    [--expect-aeth ACK,RNR_NAK,NAK_PSN_SEQ,...] [--expect-mtu 256,...]
+                    [--sport PORT] [--no-decode-as] [--min-packets N]
 
 Every UDP packet of the capture (pcap or pcapng, Ethernet or Linux cooked) is
 checked three ways:
@@ -115,8 +116,9 @@ def opcode_info(opc):
 
 
 class Checker:
-    def __init__(self, mode):
+    def __init__(self, mode, sport=None):
         self.mode = mode
+        self.sport = sport
         self.violations = collections.OrderedDict()
         self.per_opcode = collections.Counter()
         self.aeth = collections.Counter()
@@ -180,6 +182,8 @@ class Checker:
         else:
             e(frame, udp.dport == dqpn >> 8, "native destination port = QPN >> 8",
               "port %d QPN 0x%06x" % (udp.dport, dqpn))
+        if self.sport is not None:
+            e(frame, udp.sport == self.sport, "source port %d" % self.sport, "port %d" % udp.sport)
         e(frame, (dqpn == MCAST_QPN) == (name.startswith("UD") and ip.dst.startswith("2")
                                          and 224 <= int(ip.dst.split(".")[0]) <= 239),
           "multicast QPN exactly for UD to a group", "QPN 0x%06x dst %s" % (dqpn, ip.dst))
@@ -248,6 +252,8 @@ class Checker:
               "")
 
         # ICRC by scapy over the captured headers
+        gso_like = (len(data) > 4096 + 64 or (not has_payload and body > 0) or
+                    (op in FIRST_MIDDLE and paylen not in MTUS))
         pkt = ip.copy()
         pkt[UDP].remove_payload()
         pkt[UDP].add_payload(BTH(data))
@@ -255,8 +261,8 @@ class Checker:
         e(frame, want == data[-4:], "ICRC (scapy, captured IP/UDP headers)",
           "%s psn %d: wire %s scapy %s%s" % (
               name, psn, data[-4:].hex(), want.hex(),
-              " (a GSO super-frame? capture with UDP segmentation offload off)"
-              if len(data) > 4200 else ""))
+              " (several packets in one frame: a GSO batch captured before"
+              " segmentation? turn tx-udp-segmentation off)" if gso_like else ""))
 
     def tshark(self, path, decode_as):
         heur = ["eth_over_ib", "mellanox_eoib", "sdp_infiniband", "iser_infiniband", "nvme_rdma",
@@ -307,10 +313,12 @@ def main():
     ap.add_argument("--expect-aeth", default="", help="AETH kinds that must appear")
     ap.add_argument("--no-decode-as", action="store_true",
                     help="let tshark find RoCEv2 by port 4791 alone")
+    ap.add_argument("--expect-mtu", default="", help="path MTUs that must appear")
+    ap.add_argument("--sport", type=int, help="every packet comes from this UDP port")
     ap.add_argument("--min-packets", type=int, default=1)
     a = ap.parse_args()
 
-    c = Checker(a.mode)
+    c = Checker(a.mode, a.sport)
     npkt = 0
     for i, p in enumerate(rdpcap(a.capture), 1):
         if IP in p and UDP in p[IP]:
@@ -319,12 +327,15 @@ def main():
     nts = c.tshark(a.capture, not a.no_decode_as)
     missing = [x for x in a.expect.split(",") if x and x not in c.per_opcode]
     missing_aeth = [x for x in a.expect_aeth.split(",") if x and x not in c.aeth]
+    mtus = sorted(set(c.flow_mtu.values()))
+    missing_mtu = [x for x in a.expect_mtu.split(",") if x and int(x) not in mtus]
 
     print("%d RoCEv2 packets (%d decoded by tshark), %d checks" % (npkt, nts, c.checks))
     print("packets per opcode:")
     for name, n in sorted(c.per_opcode.items()):
         print("  %-26s %6d" % (name, n))
     print("AETH: " + ", ".join("%s %d" % kv for kv in sorted(c.aeth.items())))
+    print("path MTUs of multi-packet flows: " + ", ".join(str(m) for m in mtus))
     print("IPv4 IDs: " + ", ".join("0x%04x x%d" % kv for kv in sorted(c.ipids.items())[:8]) +
           (" ..." if len(c.ipids) > 8 else ""))
     ok = True
@@ -342,6 +353,9 @@ def main():
     if missing_aeth:
         ok = False
         print("FAIL: expected AETH kinds missing: " + ",".join(missing_aeth))
+    if missing_mtu:
+        ok = False
+        print("FAIL: expected path MTUs missing: " + ",".join(missing_mtu))
     print("all checks passed" if ok else "conformance FAILED")
     return 0 if ok else 1
 

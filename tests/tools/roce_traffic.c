@@ -17,7 +17,8 @@
  *      (UROCE_FAULT drop_qp on receive: PSN sequence error NAK, go-back-N);
  *   UC: SEND, SEND with immediate, RDMA WRITE, RDMA WRITE with immediate,
  *      multi- and single-packet;
- *   UD: SEND and SEND with immediate, 1 byte to a full MTU.
+ *   UD: SEND and SEND with immediate, 1 byte to a full MTU; a SEND to a
+ *      multicast group (QPN 0xFFFFFF), when the interface does multicast.
  *
  * Exits 0 when every operation completed as expected.
  */
@@ -390,6 +391,47 @@ static void run(struct pair *p, const struct op *o)
 	}
 }
 
+/* UD multicast: B's UD QP joins ::ffff:239.1.2.3, A sends to QPN 0xFFFFFF
+ * through an address handle for the group.  Skipped (returns false) when
+ * the group cannot be joined (no multicast on the interface). */
+static bool multicast(struct pair *p)
+{
+	union ibv_gid g = { .raw = { [10] = 0xff, [11] = 0xff, 239, 1, 2, 3 } };
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+	struct ibv_sge sge = { .addr = (uintptr_t)A.buf, .length = 100, .lkey = A.mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 77, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+	struct ibv_ah *ah;
+	struct ibv_wc wc;
+
+	if (ibv_attach_mcast(p->b, &g, 0))
+		return false;
+	aa.grh.dgid = g;
+	aa.grh.sgid_index = (uint8_t)gid_index;
+	aa.grh.hop_limit = 1;
+	ah = ibv_create_ah(A.pd, &aa);
+	if (!ah) {
+		fail("multicast: ibv_create_ah: %s", strerror(errno));
+		return true;
+	}
+	ops++;
+	fill(A.buf, 100, 77);
+	post_recv(p, 100);
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = 0xffffff;
+	wr.wr.ud.remote_qkey = QKEY;
+	if (ibv_post_send(p->a, &wr, &bad) || !get_wc(&A, &wc, WAIT_MS) ||
+	    wc.status != IBV_WC_SUCCESS)
+		fail("multicast: send failed");
+	else if (!get_wc(&B, &wc, WAIT_MS) || wc.status != IBV_WC_SUCCESS ||
+		 wc.byte_len != 140 || memcmp(B.buf + DST_OFF + 40, A.buf, 100))
+		fail("multicast: datagram not received");
+	ibv_detach_mcast(p->b, &g, 0);
+	ibv_destroy_ah(ah);
+	return true;
+}
+
 /* RC SEND with invalidate: a type 2 window on B, bound by B, invalidated
  * by A's SEND.  Skipped (returns false) without memory windows. */
 static bool send_inv(struct pair *p)
@@ -526,6 +568,8 @@ int main(int argc, char **argv)
 	run(&ud, &(struct op){ .opcode = IBV_WR_SEND, .len = 1 });
 	run(&ud, &(struct op){ .opcode = IBV_WR_SEND, .len = 128u << ud.mtu });
 	run(&ud, &(struct op){ .opcode = IBV_WR_SEND_WITH_IMM, .len = 61 });
+	if (!multicast(&ud))
+		printf("  (cannot join a multicast group: UD multicast skipped)\n");
 	run(&nak, &(struct op){ .opcode = IBV_WR_RDMA_WRITE, .len = 100, .rkey_xor = 0x5a5a00,
 				.want = IBV_WC_REM_ACCESS_ERR });
 	run(&rnr, &(struct op){ .opcode = IBV_WR_SEND, .len = 33, .rnr_delay_ms = 12 });

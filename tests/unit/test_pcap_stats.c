@@ -118,6 +118,7 @@ static void test_pcap_file(void)
 		return;
 	}
 	uroce_pcap(ctx, UROCE_PCAP_TX, &ip, pkt, sizeof(pkt));
+	ip.ipid = 3; /* segment 3 of a GSO batch */
 	uroce_pcap(ctx, UROCE_PCAP_RX, &ip, pkt, 4);
 	uroce_pcap_close(ctx);
 	CHECK(ctx->pcap == NULL, "capture off after close");
@@ -160,6 +161,8 @@ static void test_pcap_file(void)
 	CHECK(!memcmp(udp + 8, pkt, sizeof(pkt)), "packet bytes follow the UDP header");
 	r = buf + 24 + 60 + 21;
 	CHECK(get16(r + 16) == 0, "second record: to us");
+	CHECK(get16(r + 32 + 4) == 3 && fold(sum16(0, r + 32, 20)) == 0xffff,
+	      "second record: IPv4 ID 3, checksum verifies");
 	unlink(path);
 	free(ctx);
 }

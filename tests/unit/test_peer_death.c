@@ -656,10 +656,13 @@ static void dies_dirty(bool killed)
 		      qpn[i] >> 8);
 	CHECK(ss_sockets_of(pid) <= 0, "ss -uanp still shows sockets of pid %d", (int)pid);
 	if (killed) {
-		/* the file outlives a SIGKILL; `uroce stat` sees the pid is gone */
+		/* the file outlives a SIGKILL (unless a `uroce stat` running
+		 * elsewhere on this host removed it already); `uroce stat` sees
+		 * the pid is gone and removes it */
 		if (*stats_dir() && files_alive > 0)
-			CHECK(stats_files(pid) == files_alive, "SIGKILL: %d files, %d before",
-			      stats_files(pid), files_alive);
+			printf("SIGKILLed child: %d of its %d counter file(s) left before uroce "
+			       "stat\n",
+			       stats_files(pid), files_alive);
 		run_uroce_stat();
 	}
 	CHECK(stats_files(pid) == 0, "%s: %d counter files of pid %d left",
@@ -673,7 +676,7 @@ int main(void)
 {
 	static const struct scen scens[] = {
 	    {MIX_WRITE, 10, 3}, {MIX_SEND, 10, 3}, {MIX_READ, 10, 3}, {MIX_ALL, 1, 6},
-	    {MIX_ALL, 14, 0},	{MIX_ALL, 14, 2},  {MIX_ALL, 16, 1},
+	    {MIX_ALL, 14, 0},	{MIX_ALL, 14, 2},  {MIX_ALL, 16, 1},  {MIX_ALL, 10, 7},
 	};
 
 	const char *only = getenv("PEER_DEATH_ONLY"); /* a scenario index, for debugging */

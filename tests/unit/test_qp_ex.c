@@ -205,6 +205,18 @@ static void test_ops(void)
 		CHECK(!memcmp(lb + 210000, "uroce inline list", 17), "inline list data");
 	}
 
+	/* a zero-length inline SEND */
+	CHECK(!post_recv(qb, 1004, lb, 16, B.mr->lkey), "recv");
+	ibv_wr_start(x);
+	x->wr_id = 30;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(x);
+	ibv_wr_set_inline_data(x, NULL, 0);
+	CHECK(!ibv_wr_complete(x), "empty inline SEND complete");
+	CHECK(expect_wc(A.cq, 30, IBV_WC_SUCCESS, IBV_WC_SEND, NULL), "empty SEND completion");
+	CHECK(expect_wc(B.cq, 1004, IBV_WC_SUCCESS, IBV_WC_RECV, &wc) && wc.byte_len == 0,
+	      "empty SEND received: %u bytes", wc.byte_len);
+
 	/* RDMA WRITE_WITH_IMM, multi-packet */
 	CHECK(!post_recv(qb, 1002, lb, 16, B.mr->lkey), "recv");
 	ibv_wr_start(x);
@@ -300,6 +312,15 @@ static void test_ops(void)
 	CHECK(lb[800000] == 0x5a && lb[800099] == 0x5a, "aborted WRITE wrote nothing");
 	ibv_wr_start(x);
 	CHECK(!ibv_wr_complete(x), "an empty batch");
+	/* a second wr_start on the same thread discards the open batch */
+	ibv_wr_start(x);
+	x->wr_id = 22;
+	ibv_wr_rdma_write(x, rk, rb + 800000);
+	ibv_wr_set_sge(x, lk, (uintptr_t)la + 7, 100);
+	ibv_wr_start(x);
+	CHECK(!ibv_wr_complete(x) && no_wc(A.cq) && lb[800000] == 0x5a,
+	      "nested wr_start: the first batch is gone");
+	CHECK(ibv_wr_complete(x) == EINVAL, "wr_complete without wr_start");
 	ibv_wr_start(x);
 	x->wr_id = 21;
 	ibv_wr_rdma_write(x, rk, rb + 800000);

@@ -240,7 +240,7 @@ static void test_drop_qp(void)
 
 /* ---- throughput: n x 1 MiB RDMA WRITE, 8 in flight ---- */
 
-static double write_rate(const char *spec, enum ibv_mtu mtu, int n, unsigned long *retrans)
+static double write_rate(const char *spec, enum ibv_mtu mtu, int n, char *info, size_t ilen)
 {
 	struct pair_opts o = default_opts(mtu);
 	struct harness h;
@@ -281,7 +281,8 @@ static double write_rate(const char *spec, enum ibv_mtu mtu, int n, unsigned lon
 	CHECK(!memcmp(h.s[0].buf, h.s[1].buf, MAX_MSG) &&
 		  !memcmp(h.s[0].buf, h.s[1].buf + MAX_MSG, MAX_MSG),
 	      "throughput run (%s): data", spec ? spec : "no faults");
-	*retrans = CNT(&h, 0, retransmits);
+	snprintf(info, ilen, "%lu retransmitted, %lu NAKs, %lu timeouts", CNT(&h, 0, retransmits),
+		 CNT(&h, 0, naks_rx), CNT(&h, 0, timeouts));
 	harness_close(&h);
 	set_fault(NULL);
 	return err ? 0 : (double)n / secs;
@@ -293,15 +294,15 @@ static void test_throughput(void)
 	const int n = 32;
 
 	for (unsigned int i = 0; i < 2; i++) {
-		unsigned long r0, r1;
-		double clean = write_rate(NULL, mtus[i], n, &r0);
-		double lossy = write_rate("drop=0.05,seed=5", mtus[i], n, &r1);
+		char i0[96], i1[96];
+		double clean = write_rate(NULL, mtus[i], n, i0, sizeof(i0));
+		double lossy = write_rate("drop=0.05,seed=5", mtus[i], n, i1, sizeof(i1));
 
-		printf(
-		    "throughput, %d x 1 MiB RDMA WRITE, MTU %u: %.1f MiB/s without faults "
-		    "(%lu retransmitted), %.1f MiB/s with drop=0.05 (%lu retransmitted): %.0f%%\n",
-		    n, 128u << mtus[i], clean, r0, lossy, r1,
-		    clean > 0 ? 100.0 * lossy / clean : 0.0);
+		printf("throughput, %d x 1 MiB RDMA WRITE, MTU %u:\n"
+		       "  no faults:   %7.1f MiB/s (%s)\n"
+		       "  drop=0.05:   %7.1f MiB/s (%s): %.1f%% of the above\n",
+		       n, 128u << mtus[i], clean, i0, lossy, i1,
+		       clean > 0 ? 100.0 * lossy / clean : 0.0);
 	}
 }
 

@@ -70,22 +70,33 @@ struct msg {
 	uint32_t imm;
 };
 
-/* One round of pair p: a batch of random WRs from side `from`, completed and
- * verified.  Returns false on any failure. */
-static bool pair_round(struct soak *k, int p, uint64_t seed)
+/* One pair's batch in a round. */
+struct batch {
+	int n, nrecv;
+	struct msg m[MAX_BATCH];
+	struct ibv_wc swc[MAX_BATCH], rwc[MAX_BATCH];
+	int sgot, rgot;
+};
+
+static struct batch batches[MAX_PAIRS];
+
+#define WR_ID(p, i) ((uint64_t)(p) << 8 | (uint64_t)(i))
+
+/* Post pair p's batch of random WRs from side p & 1.  Returns false on a
+ * failure. */
+static bool pair_post(struct soak *k, int p, uint64_t seed)
 {
-	int from = p & 1, to = !from, n = 1 + (int)(xs64(&k->rng) % MAX_BATCH), nrecv = 0;
+	int from = p & 1, to = !from;
+	struct batch *bt = &batches[p];
 	struct fu_side *rq = &k->s[from], *rs = &k->s[to];
 	uint8_t *lbuf = rq->buf + (size_t)p * k->area, *rbuf = rs->buf + (size_t)p * k->area;
 	struct ibv_send_wr wr[MAX_BATCH], *bad;
 	struct ibv_recv_wr rwr[MAX_BATCH], *rbad;
 	struct ibv_sge sge[MAX_BATCH], rsge[MAX_BATCH];
-	struct ibv_wc swc[MAX_BATCH], rwc[MAX_BATCH];
-	struct msg m[MAX_BATCH];
-	unsigned int f0 = failed;
-	int sgot = 0, rgot = 0;
-	double end;
+	struct msg *m = bt->m;
+	int n = 1 + (int)(xs64(&k->rng) % MAX_BATCH), nrecv = 0;
 
+	memset(bt, 0, sizeof(*bt));
 	memset(wr, 0, sizeof(wr));
 	memset(rwr, 0, sizeof(rwr));
 	/* the pair's area on each side: n slots; guards around every message */
@@ -106,7 +117,7 @@ static bool pair_round(struct soak *k, int p, uint64_t seed)
 		else
 			fill_pattern(l, m[i].size, seed + (uint64_t)i);
 		sge[i] = (struct ibv_sge){(uintptr_t)l, m[i].size, rq->mr->lkey};
-		wr[i].wr_id = (uint64_t)i;
+		wr[i].wr_id = WR_ID(p, i);
 		wr[i].opcode = m[i].op;
 		wr[i].sg_list = &sge[i];
 		wr[i].num_sge = 1;
@@ -118,7 +129,7 @@ static bool pair_round(struct soak *k, int p, uint64_t seed)
 		if (m[i].op != IBV_WR_RDMA_WRITE && m[i].op != IBV_WR_RDMA_READ) {
 			rsge[nrecv] =
 			    (struct ibv_sge){(uintptr_t)r, (uint32_t)k->max, rs->mr->lkey};
-			rwr[nrecv].wr_id = (uint64_t)i;
+			rwr[nrecv].wr_id = WR_ID(p, i);
 			rwr[nrecv].sg_list = &rsge[nrecv];
 			/* WRITE_WITH_IMM consumes a receive but writes no SGE */
 			rwr[nrecv].num_sge = m[i].op == IBV_WR_RDMA_WRITE_WITH_IMM ? 0 : 1;
@@ -127,6 +138,8 @@ static bool pair_round(struct soak *k, int p, uint64_t seed)
 			nrecv++;
 		}
 	}
+	bt->n = n;
+	bt->nrecv = nrecv;
 	if (nrecv && ibv_post_recv(k->qp[p][to], rwr, &rbad)) {
 		CHECK(0, "pair %d: post_recv", p);
 		return false;
@@ -135,36 +148,75 @@ static bool pair_round(struct soak *k, int p, uint64_t seed)
 		CHECK(0, "pair %d: post_send", p);
 		return false;
 	}
-	end = fu_now() + FU_WAIT_S;
-	while (sgot < n || rgot < nrecv) {
-		int r;
+	return true;
+}
 
-		if (sgot < n && (r = ibv_poll_cq(rq->scq, n - sgot, swc + sgot)) > 0)
-			sgot += r;
-		if (rgot < nrecv && (r = ibv_poll_cq(rs->rcq, nrecv - rgot, rwc + rgot)) > 0)
-			rgot += r;
+/* Collect every pair's completions from the four CQs. */
+static bool round_wait(struct soak *k)
+{
+	struct ibv_cq *cq[4] = {k->s[0].scq, k->s[0].rcq, k->s[1].scq, k->s[1].rcq};
+	int want = 0, got = 0;
+	double end = fu_now() + FU_WAIT_S;
+
+	for (int p = 0; p < k->npairs; p++)
+		want += batches[p].n + batches[p].nrecv;
+	while (got < want) {
+		for (int c = 0; c < 4; c++) {
+			struct ibv_wc wc[16];
+			int r = ibv_poll_cq(cq[c], 16, wc);
+
+			for (int j = 0; j < r; j++) {
+				int p = (int)(wc[j].wr_id >> 8);
+				struct batch *bt = &batches[p < k->npairs ? p : 0];
+				bool recv = c & 1;
+
+				if (p >= k->npairs ||
+				    (recv ? bt->rgot >= bt->nrecv : bt->sgot >= bt->n)) {
+					CHECK(0, "unexpected completion wr_id 0x%llx on CQ %d",
+					      (unsigned long long)wc[j].wr_id, c);
+					return false;
+				}
+				if (recv)
+					bt->rwc[bt->rgot++] = wc[j];
+				else
+					bt->swc[bt->sgot++] = wc[j];
+				got++;
+			}
+		}
 		if (fu_now() > end) {
-			CHECK(0, "pair %d: %d/%d send and %d/%d receive completions", p, sgot, n,
-			      rgot, nrecv);
+			CHECK(0, "%d of %d completions", got, want);
 			return false;
 		}
 	}
-	for (int i = 0; i < n; i++)
-		CHECK(swc[i].status == IBV_WC_SUCCESS && swc[i].wr_id == (uint64_t)i,
-		      "pair %d send wc %d: %s wr_id %llu", p, i, ibv_wc_status_str(swc[i].status),
-		      (unsigned long long)swc[i].wr_id);
-	for (int j = 0; j < nrecv; j++) {
-		int i = (int)rwc[j].wr_id;
+	return true;
+}
 
-		CHECK(rwc[j].status == IBV_WC_SUCCESS && i >= 0 && i < n &&
-			  rwc[j].byte_len == m[i].size &&
-			  (m[i].op == IBV_WR_SEND || ((rwc[j].wc_flags & IBV_WC_WITH_IMM) &&
-						      be32toh(rwc[j].imm_data) == m[i].imm)),
-		      "pair %d recv wc %d: %s, byte_len %u", p, j, ibv_wc_status_str(rwc[j].status),
-		      rwc[j].byte_len);
+/* Check pair p's completions and data. */
+static bool pair_check(struct soak *k, int p)
+{
+	int from = p & 1, to = !from;
+	struct batch *bt = &batches[p];
+	uint8_t *lbuf = k->s[from].buf + (size_t)p * k->area;
+	uint8_t *rbuf = k->s[to].buf + (size_t)p * k->area;
+	const struct msg *m = bt->m;
+	unsigned int f0 = failed;
+
+	for (int i = 0; i < bt->n; i++)
+		CHECK(bt->swc[i].status == IBV_WC_SUCCESS && bt->swc[i].wr_id == WR_ID(p, i),
+		      "pair %d send wc %d: %s wr_id 0x%llx", p, i,
+		      ibv_wc_status_str(bt->swc[i].status), (unsigned long long)bt->swc[i].wr_id);
+	for (int j = 0; j < bt->nrecv; j++) {
+		const struct ibv_wc *w = &bt->rwc[j];
+		int i = (int)(w->wr_id & 0xff);
+
+		CHECK(w->status == IBV_WC_SUCCESS && i < bt->n && w->byte_len == m[i].size &&
+			  (m[i].op == IBV_WR_SEND ||
+			   ((w->wc_flags & IBV_WC_WITH_IMM) && be32toh(w->imm_data) == m[i].imm)),
+		      "pair %d recv wc %d: %s, byte_len %u", p, j, ibv_wc_status_str(w->status),
+		      w->byte_len);
 	}
 	/* every destination holds its message, and the guard after it */
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < bt->n; i++) {
 		uint8_t *l = lbuf + (size_t)i * k->slot, *r = rbuf + (size_t)i * k->slot;
 		bool rd = m[i].op == IBV_WR_RDMA_READ;
 		const uint8_t *src = rd ? r : l;
@@ -178,7 +230,7 @@ static bool pair_round(struct soak *k, int p, uint64_t seed)
 		      guard ? "" : " past its end");
 		k->bytes += m[i].size;
 	}
-	k->wrs += (unsigned long)n;
+	k->wrs += (unsigned long)bt->n;
 	return failed == f0;
 }
 
@@ -238,8 +290,12 @@ int main(void)
 	while ((t = fu_now()) < t0 + dur) {
 		bool ok = true;
 
+		/* every pair's batch in flight at once, then the checks */
 		for (int p = 0; p < k.npairs && ok; p++)
-			ok = pair_round(&k, p, k.rounds << 8 | (unsigned long)p);
+			ok = pair_post(&k, p, k.rounds << 8 | (unsigned long)p);
+		ok = ok && round_wait(&k);
+		for (int p = 0; p < k.npairs && ok; p++)
+			ok = pair_check(&k, p);
 		if (!ok)
 			break;
 		k.rounds++;
@@ -271,6 +327,22 @@ int main(void)
 	       "%lu QP pairs re-created, MRs re-registered %lu times\n",
 	       k.rounds, k.wrs, k.bytes / 1e6, t, (double)k.wrs / t, k.bytes / 1e6 / t, k.recreated,
 	       k.rereg);
+	{
+		unsigned long c[5] = {0};
+
+		for (int i = 0; i < 2; i++) {
+			struct uroce_counters *cn = to_uctx(k.s[i].ctx)->cnt;
+
+			c[0] += atomic_load(&cn->tx_pkts);
+			c[1] += atomic_load(&cn->retransmits);
+			c[2] += atomic_load(&cn->timeouts);
+			c[3] += atomic_load(&cn->rnr_naks_rx);
+			c[4] += atomic_load(&cn->seq_naks_rx);
+		}
+		printf("soak: %lu packets sent, %lu retransmitted, %lu ACK timeouts, %lu RNR NAKs, "
+		       "%lu sequence NAKs\n",
+		       c[0], c[1], c[2], c[3], c[4]);
+	}
 	if (rss0 >= 0)
 		printf("soak: VmRSS after warm-up %ld KiB, at the end %ld KiB (%+ld KiB, peak %ld "
 		       "KiB), VmHWM %ld KiB%s\n",
