@@ -61,6 +61,8 @@ void uroce_resp_flush_ack(struct uroce_qp *qp)
 	if (!qp->resp.ack_pending)
 		return;
 	qp->resp.ack_pending = false;
+	qp->resp.acked = true;
+	qp->resp.acked_psn = qp->resp.ack_psn;
 	uroce_qp_count(qp, acks_tx, 1);
 	send_aeth(qp, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.ack_psn);
 }
@@ -537,7 +539,8 @@ void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			qp->resp.psn = (pkt->psn + 1) & UR_PSN_MASK;
 			if (pkt->mask & URM_END)
 				qp->resp.msn = (qp->resp.msn + 1) & 0xffffffu;
-			if (pkt->ackreq) {
+			/* (complete_recv may have acknowledged it already) */
+			if (pkt->ackreq && !(qp->resp.acked && qp->resp.acked_psn == pkt->psn)) {
 				qp->resp.ack_pending = true;
 				qp->resp.ack_psn = pkt->psn;
 			}

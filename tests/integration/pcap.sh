@@ -132,13 +132,13 @@ if tour tour_multi -s 20000; then
 		read_resp_last=15 ack=17
 	# the checker of tests/integration/conformance.sh reads these captures
 	# too: scapy recomputes every ICRC over the IPv4 and UDP headers as
-	# written here (the IPv4 IDs of GSO segments included)
+	# written here (the IPv4 IDs of GSO segments included).  One side is
+	# enough: each holds every packet, sent or received.
 	if /usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null; then
-		for f in "${TOUR_FILES[@]}"; do
-			check "roce_conform.py: $f conforms (ICRC over the captured headers)" \
-				bash -c "/usr/bin/python3 '$UROCE_SRC_DIR/tests/tools/roce_conform.py' \
-					'$f' --mode native >'$f.conform.log' 2>&1"
-		done
+		f=${TOUR_FILES[-1]}
+		check "roce_conform.py: $f conforms (ICRC over the captured headers)" \
+			bash -c "/usr/bin/python3 '$UROCE_SRC_DIR/tests/tools/roce_conform.py' \
+				'$f' --mode native >'$f.conform.log' 2>&1"
 	else
 		log "SKIP: ICRC cross-check (no python3-scapy)"
 	fi
