@@ -133,6 +133,11 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 		errno = EINVAL;
 		return NULL;
 	}
+	if (channel && channel->context != context) {
+		ur_dbg("create_cq: the completion channel is of another context");
+		errno = EINVAL;
+		return NULL;
+	}
 	if (atomic_load(&to_uctx(context)->ncq) >= UROCE_MAX_CQ) {
 		ur_dbg("create_cq: max_cq (%d) reached", UROCE_MAX_CQ);
 		errno = ENOMEM;
@@ -219,9 +224,10 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	if (ibcq->channel)
 		channel_detach(to_uch(ibcq->channel), cq);
 	/* ibv_destroy_cq(3): wait until every event returned by
-	 * ibv_get_cq_event has been acknowledged. */
+	 * ibv_get_cq_event has been acknowledged (more acks than events, an
+	 * application bug, must not make it wait forever). */
 	pthread_mutex_lock(&ibcq->mutex);
-	while (ibcq->comp_events_completed != cq->events_delivered)
+	while (ibcq->comp_events_completed < cq->events_delivered)
 		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
 	pthread_mutex_unlock(&ibcq->mutex);
 	atomic_fetch_sub(&cq->ctx->ncq, 1);

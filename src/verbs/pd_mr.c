@@ -7,6 +7,7 @@
  * lock) returns only when no packet is touching the memory any more.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -166,6 +167,33 @@ static bool range_mapped(void *addr, size_t len)
 	return msync((void *)start, end - start, MS_ASYNC) == 0;
 }
 
+/* ... and mapped readable, and writable when the MR grants LOCAL_WRITE
+ * (which every remote write and atomic needs): get_user_pages refuses the
+ * pages otherwise, and uroce would fault copying a peer's data there. */
+static bool range_prot_ok(void *addr, size_t len, bool write)
+{
+	uintptr_t at = (uintptr_t)addr, end = at + len;
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[4096 + 256];
+
+	if (!f)
+		return true; /* cannot tell: msync() found it mapped */
+	while (at < end && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char prot[5];
+
+		if (!strchr(line, '\n') || sscanf(line, "%lx-%lx %4s", &lo, &hi, prot) != 3)
+			break; /* not a line we understand: refuse */
+		if (hi <= at)
+			continue;
+		if (lo > at || prot[0] != 'r' || (write && prot[1] != 'w'))
+			break;
+		at = hi;
+	}
+	fclose(f);
+	return at >= end;
+}
+
 /* The access rules of reg_mr and rereg_mr: 0 or an errno value. */
 static int check_access(unsigned int access, const char *verb)
 {
@@ -184,12 +212,19 @@ static int check_access(unsigned int access, const char *verb)
 }
 
 /* The memory rules of reg_mr and rereg_mr: 0 or an errno value. */
-static int check_range(void *addr, size_t length, const char *verb)
+static int check_range(void *addr, size_t length, unsigned int access, const char *verb)
 {
+	bool write = access & IBV_ACCESS_LOCAL_WRITE;
+
 	if (length == 0 || length > UROCE_MAX_MR_SIZE)
 		return ur_dbg("%s: length %zu outside 1..max_mr_size", verb, length), EINVAL;
 	if (!addr || !range_mapped(addr, length))
 		return ur_dbg("%s: [%p, +%zu) is not mapped memory", verb, addr, length), EFAULT;
+	if (!range_prot_ok(addr, length, write))
+		return ur_dbg("%s: [%p, +%zu) is not all mapped %s", verb, addr, length,
+			      write ? "readable and writable (the access has LOCAL_WRITE)"
+				    : "readable"),
+		       EFAULT;
 	return 0;
 }
 
@@ -207,7 +242,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE; /* hints: accepted, ignored */
 	err = check_access(access, "reg_mr");
 	if (!err)
-		err = check_range(addr, length, "reg_mr");
+		err = check_range(addr, length, access, "reg_mr");
 	if (err) {
 		errno = err;
 		return NULL;
@@ -315,7 +350,9 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 		      : mr->access;
 	err = check_access(acc, "rereg_mr");
 	if (!err && (flags & IBV_REREG_MR_CHANGE_TRANSLATION))
-		err = check_range(addr, length, "rereg_mr");
+		err = check_range(addr, length, acc, "rereg_mr");
+	else if (!err && (flags & IBV_REREG_MR_CHANGE_ACCESS))
+		err = check_range(ibmr->addr, ibmr->length, acc, "rereg_mr");
 	if (err)
 		return rereg_refused(err);
 

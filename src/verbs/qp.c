@@ -133,6 +133,16 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 		errno = EINVAL;
 		return NULL;
 	}
+	/* as the kernel, which finds handles in the caller's context only */
+	if ((ia->pd && ia->pd->context != context) ||
+	    (ia->send_cq && ia->send_cq->context != context) ||
+	    (ia->recv_cq && ia->recv_cq->context != context) ||
+	    (ia->srq && ia->srq->context != context) ||
+	    (ia->qp_type == IBV_QPT_XRC_RECV && ia->xrcd->context != context)) {
+		ur_dbg("create_qp: the PD, CQs, SRQ and XRC domain must be of the QP's context");
+		errno = EINVAL;
+		return NULL;
+	}
 	if (ia->srq) {
 		if (to_usrq(ia->srq)->type != IBV_SRQT_BASIC || ia->srq->pd != ia->pd) {
 			ur_dbg("create_qp: the SRQ must be a basic SRQ of the QP's PD");

@@ -105,6 +105,13 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context, struct ibv_srq_
 		errno = EINVAL;
 		return NULL;
 	}
+	if (ia->pd->context != context ||
+	    ((ia->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && ia->srq_type == IBV_SRQT_XRC &&
+	     (ia->cq->context != context || ia->xrcd->context != context))) {
+		ur_dbg("create_srq_ex: the PD, CQ and XRC domain must be of the SRQ's context");
+		errno = EINVAL;
+		return NULL;
+	}
 	if (ia->attr.max_wr < 1 || ia->attr.max_wr > UROCE_MAX_SRQ_WR ||
 	    ia->attr.max_sge > UROCE_MAX_SRQ_SGE) {
 		ur_dbg("create_srq: max_wr %u (1..%d) / max_sge %u (<= %d) out of range",
