@@ -389,6 +389,7 @@ struct uroce_qp {
 		int rnr_timer;
 		bool drop_msg;		 /* UC: drop the rest of a damaged message */
 		bool acked;		 /* an ACK for acked_psn went out */
+		bool comm_est;		 /* IBV_EVENT_COMM_EST reported */
 		uint32_t acked_psn;
 		struct ibv_srq *xsrq;	 /* XRC: the SRQ named by this packet's XRCETH */
 		uint32_t xsrqn;		 /* XRC: the SRQ number of the message in progress */

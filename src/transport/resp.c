@@ -496,6 +496,12 @@ void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_qp_count(qp, rx_drop_state, 1);
 		return;
 	}
+	/* IBTA 11.6.3.2: the first packet received in RTR establishes
+	 * communication (what a connection manager waits for) */
+	if (qs == IBV_QPS_RTR && !qp->resp.comm_est) {
+		qp->resp.comm_est = true;
+		uroce_async_event(qp->ctx, IBV_EVENT_COMM_EST, &qp->ibqp.qp_base);
+	}
 	qp->resp.xsrq = NULL;
 	if (qp->tr == UR_TR_XRC) {
 		uint32_t n = ur_xrceth_srqn(pkt);
@@ -579,12 +585,20 @@ void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		case RESPST_NAK_OP: {
 			static const uint8_t code[] = { UR_NAK_INVALID_REQ, UR_NAK_REM_ACCESS_ERR,
 							UR_NAK_REM_OP_ERR };
+			/* IBTA 11.6.3.1: the affiliated asynchronous error the
+			 * responder reports on its own QP */
+			static const enum ibv_event_type ev[] = { IBV_EVENT_QP_REQ_ERR,
+								  IBV_EVENT_QP_ACCESS_ERR,
+								  IBV_EVENT_QP_FATAL };
 
 			uroce_qp_count(qp, naks_tx, 1);
 			send_nak(qp, UR_AETH_NAK | code[s - RESPST_NAK_INVALID], pkt->psn);
 			/* 9.9.3.1: class B/C/D errors take the responder to ERR */
 			if (qp->resp.have_rwqe)
 				complete_recv(qp, NULL, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0);
+			if (qp->attr.qp_state != IBV_QPS_ERR)
+				uroce_async_event(qp->ctx, ev[s - RESPST_NAK_INVALID],
+						  &qp->ibqp.qp_base);
 			uroce_qp_error(qp);
 			return;
 		}

@@ -17,6 +17,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -376,6 +377,117 @@ static void test_busy(void)
 	CHECK(!ibv_destroy_cq(c), "destroy_cq once unused");
 	CHECK(!ibv_destroy_comp_channel(ch), "destroy_comp_channel once unused");
 	CHECK(!ibv_dealloc_pd(p), "dealloc_pd once unused");
+}
+
+/* Objects of another context, memory the MR's access cannot be granted
+ * on, SRQ and XRC domain limits, over-acknowledged CQ events. */
+static void test_more(void)
+{
+	struct ibv_context *ctx2 = ibv_open_device(ctx->device);
+	struct ibv_cq *cq2 = ctx2 ? ibv_create_cq(ctx2, 4, NULL, NULL, 0) : NULL;
+	struct ibv_comp_channel *ch2 = ctx2 ? ibv_create_comp_channel(ctx2) : NULL;
+	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq2, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 1, .max_recv_wr = 1 } };
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 0, .max_sge = 1 } };
+	long pg = sysconf(_SC_PAGESIZE);
+	uint8_t *ro;
+
+	CHECK(ctx2 && cq2 && ch2, "a second context");
+	EXPECT_NULL(ibv_create_qp(pd, &ia), EINVAL, "context", "create_qp with a CQ of another context");
+	EXPECT_NULL(ibv_create_cq(ctx, 4, NULL, ch2, 0), EINVAL, "context",
+		    "create_cq with a channel of another context");
+	ibv_destroy_comp_channel(ch2);
+	ibv_destroy_cq(cq2);
+	ibv_close_device(ctx2);
+
+	/* read-only and inaccessible memory: the kernel's get_user_pages
+	 * refuses write access to the first and any access to the second;
+	 * so does uroce, else a peer's WRITE would fault in the library */
+	ro = mmap(NULL, (size_t)pg * 2, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	EXPECT_NULL(ibv_reg_mr(pd, ro, (size_t)pg * 2,
+			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+		    EFAULT, "writable", "reg_mr(read-only memory, REMOTE_WRITE)");
+	{
+		struct ibv_mr *m = ibv_reg_mr(pd, ro, (size_t)pg * 2, IBV_ACCESS_REMOTE_READ);
+
+		CHECK(m != NULL, "reg_mr(read-only memory, REMOTE_READ) works: %s", strerror(errno));
+		if (m) {
+			int r;
+
+			cap_begin();
+			errno = 0;
+			r = ibv_rereg_mr(m, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+					 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+			CHECK(r == IBV_REREG_MR_ERR_INPUT && errno == EFAULT &&
+				      explained(cap_end(), "writable"),
+			      "rereg_mr adding LOCAL_WRITE on read-only memory: %d %s", r,
+			      strerror(errno));
+			ibv_dereg_mr(m);
+		}
+	}
+	mprotect(ro + pg, (size_t)pg, PROT_NONE);
+	EXPECT_NULL(ibv_reg_mr(pd, ro, (size_t)pg * 2, IBV_ACCESS_REMOTE_READ), EFAULT, "readable",
+		    "reg_mr(memory with a PROT_NONE page)");
+	munmap(ro, (size_t)pg * 2);
+
+	/* SRQ limits */
+	EXPECT_NULL(ibv_create_srq(pd, &sa), EINVAL, "max_wr", "create_srq(max_wr 0)");
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = UROCE_MAX_SGE + 1;
+	EXPECT_NULL(ibv_create_srq(pd, &sa), EINVAL, "max_sge", "create_srq(max_sge 33)");
+	sa.attr.max_sge = 1;
+	sa.attr.srq_limit = 5;
+	EXPECT_NULL(ibv_create_srq(pd, &sa), EINVAL, "srq_limit", "create_srq(srq_limit > max_wr)");
+
+	/* an XRC domain and a CQ used by an XRC SRQ */
+	{
+		struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD |
+							      IBV_XRCD_INIT_ATTR_OFLAGS,
+						 .fd = -1,
+						 .oflags = O_CREAT };
+		struct ibv_xrcd *x = ibv_open_xrcd(ctx, &xa);
+		struct ibv_cq *c = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+		struct ibv_srq_init_attr_ex se = {
+			.attr = { .max_wr = 4, .max_sge = 1 },
+			.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+				     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
+			.srq_type = IBV_SRQT_XRC,
+			.pd = pd,
+			.xrcd = x,
+			.cq = c,
+		};
+		struct ibv_srq *s = x && c ? ibv_create_srq_ex(ctx, &se) : NULL;
+
+		CHECK(s != NULL, "XRC SRQ: %s", strerror(errno));
+		EXPECT_RET(ibv_close_xrcd(x), EBUSY, "still use", "close_xrcd with an XRC SRQ");
+		EXPECT_RET(ibv_destroy_cq(c), EBUSY, "still used", "destroy_cq of an XRC SRQ");
+		CHECK(s && !ibv_destroy_srq(s) && !ibv_destroy_cq(c) && !ibv_close_xrcd(x),
+		      "and all can go once unused");
+	}
+
+	/* more acknowledgements than events must not hang ibv_destroy_cq */
+	{
+		struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+		struct ibv_cq *c = ibv_create_cq(ctx, 4, NULL, ch, 0), *ec = NULL;
+		struct ibv_qp_init_attr qa = { .send_cq = c, .recv_cq = c, .qp_type = IBV_QPT_RC,
+					       .cap = { .max_send_wr = 1, .max_recv_wr = 1 } };
+		struct ibv_qp *qp = ibv_create_qp(pd, &qa);
+		struct ibv_recv_wr r = { .wr_id = 1 }, *rb;
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+		void *cctx;
+
+		to_state(qp, IBV_QPS_INIT, 0);
+		ibv_req_notify_cq(c, 0);
+		ibv_post_recv(qp, &r, &rb);
+		ibv_modify_qp(qp, &a, IBV_QP_STATE); /* a flush completion: an event */
+		CHECK(!ibv_get_cq_event(ch, &ec, &cctx) && ec == c, "a CQ event");
+		ibv_ack_cq_events(c, 3);
+		ibv_destroy_qp(qp);
+		alarm(20); /* a hang is a failure, not a stuck test */
+		CHECK(!ibv_destroy_cq(c), "destroy_cq after over-acknowledging returns");
+		alarm(0);
+		ibv_destroy_comp_channel(ch);
+	}
 }
 
 /* ---- posting ---- */
@@ -824,6 +936,7 @@ int main(void)
 	/* every refusal must be explained at debug level (EXPECT_*) */
 	test_null_and_ranges();
 	test_busy();
+	test_more();
 	test_post_states();
 	test_overflow();
 	test_bad_wr_in_list();

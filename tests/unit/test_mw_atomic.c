@@ -1,6 +1,8 @@
 /* Memory windows (type 1 and 2, bind, local and remote invalidate) and
  * atomics (fetch-and-add, compare-and-swap, their access and alignment
  * rules) between two contexts on uroce_lo, through the public verbs API. */
+#include <fcntl.h>
+
 #include "ext_loop.h"
 
 struct pair {
@@ -129,6 +131,22 @@ static enum ibv_wc_status mw_bind(struct pair *p, struct ibv_mw *mw, struct ibv_
 	return wc.status;
 }
 
+/* Read the context's async events until ev shows up (non-blocking). */
+static bool saw_event(struct ibv_context *c, enum ibv_event_type ev)
+{
+	int fl = fcntl(c->async_fd, F_GETFL);
+	struct ibv_async_event e;
+	bool found = false;
+
+	fcntl(c->async_fd, F_SETFL, fl | O_NONBLOCK);
+	while (!found && !ibv_get_async_event(c, &e)) {
+		found = e.event_type == ev;
+		ibv_ack_async_event(&e);
+	}
+	fcntl(c->async_fd, F_SETFL, fl);
+	return found;
+}
+
 static void test_mw(enum ibv_mw_type type)
 {
 	static uint8_t src[8192], dst[8192];
@@ -166,6 +184,8 @@ static void test_mw(enum ibv_mw_type type)
 		  IBV_WC_REM_ACCESS_ERR,
 	      "write past the window's end");
 	CHECK(dst[1024 + 4096] == 0, "nothing written past the window");
+	CHECK(saw_event(p.cb, IBV_EVENT_QP_ACCESS_ERR),
+	      "B reported IBV_EVENT_QP_ACCESS_ERR on its async fd");
 	pair_close(&p);
 	ibv_dealloc_mw(mw);
 	CHECK(ibv_dereg_mr(dmr) == 0, "dereg after dealloc_mw");
