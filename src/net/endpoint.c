@@ -370,6 +370,12 @@ static void deliver(struct uroce_ep *ep, uint8_t *data, size_t len, const struct
 			return;
 		}
 	}
+	if (!ur_bth_pkey_ok(&pkt)) {
+		ur_dbg("drop %s: P_Key 0x%02x%02x is not in the P_Key table",
+		       uroce_opcode_name(pkt.opcode), pkt.bth[2], pkt.bth[3]);
+		uroce_count(ctx, rx_drop_parse, 1);
+		return;
+	}
 	if (pkt.qpn == UROCE_MCAST_QPN && (pkt.opcode & UR_TR_MASK) == UR_TR_UD) {
 		uroce_mcast_deliver(ctx, &pkt, &ip);
 		return;
@@ -486,6 +492,11 @@ int uroce_ep_poll(struct uroce_ep *ep, int budget)
 				 &rx->msg[i].msg_hdr);
 		}
 		done += n;
+		/* ACK what this recvmmsg batch delivered now, not once the
+		 * whole budget is drained: a drain preempted on a busy host
+		 * would hold the ACKs back past the requester's ACK timeout */
+		flush_acks(ep);
+		uroce_ep_flush(ep);
 		if (n < want)
 			break;
 	}

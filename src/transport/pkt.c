@@ -41,11 +41,6 @@ int uroce_pkt_parse(struct uroce_pkt *pkt, uint8_t *buf, size_t len)
 	info = &uroce_opcode[opcode];
 	if (!info->name)
 		parse_fail("opcode 0x%02x is unknown or not supported", opcode);
-	/* IBTA 9.6.1.1 / 10.9.3: the P_Key must match one of the port's,
-	 * and the only one is the default 0xFFFF (membership bit ignored) */
-	if (((buf[2] << 8 | buf[3]) & 0x7fff) != (UR_DEFAULT_PKEY & 0x7fff))
-		parse_fail("%s: P_Key 0x%04x is not in the P_Key table (0x%04x)", info->name,
-			   buf[2] << 8 | buf[3], UR_DEFAULT_PKEY);
 	if (len < (size_t)info->length + UR_ICRC_BYTES)
 		parse_fail("%s: packet of %zu bytes, headers and ICRC need %u", info->name, len,
 			   info->length + UR_ICRC_BYTES);

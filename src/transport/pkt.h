@@ -264,6 +264,13 @@ static inline void ur_bth_set_psn(struct uroce_pkt *p, uint32_t psn)
 	ur_put32(p->bth + 8, (p->ackreq ? 0x80000000u : 0) | p->psn);
 }
 
+/* IBTA 9.6.1.1 / 10.9.3: the BTH P_Key must match one in the port's table,
+ * and the only one is the default 0xFFFF (the membership bit aside). */
+static inline bool ur_bth_pkey_ok(const struct uroce_pkt *p)
+{
+	return ((p->bth[2] << 8 | p->bth[3]) & 0x7fff) == (UR_DEFAULT_PKEY & 0x7fff);
+}
+
 /* RETH: VA(64) R_Key(32) DMA length(32) */
 static inline uint64_t ur_reth_va(const struct uroce_pkt *p) { return ur_get64(ur_hdr(p, UR_RETH)); }
 static inline uint32_t ur_reth_rkey(const struct uroce_pkt *p) { return ur_get32(ur_hdr(p, UR_RETH) + 8); }

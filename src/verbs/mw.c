@@ -42,6 +42,7 @@ struct ibv_mw *uroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	}
 	mw = calloc(1, sizeof(*mw));
 	if (!mw) {
+		ur_dbg("alloc_mw: out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -80,7 +81,7 @@ int uroce_dealloc_mw(struct ibv_mw *ibmw)
 	struct uroce_ctx *ctx;
 
 	if (!ibmw)
-		return EINVAL;
+		return ur_dbg("dealloc_mw: mw is NULL"), EINVAL;
 	mw = to_umw(ibmw);
 	ctx = to_uctx(ibmw->context);
 	pthread_rwlock_wrlock(&ctx->mr_lock);

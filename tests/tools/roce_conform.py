@@ -24,7 +24,8 @@ checked three ways:
    opcode carries and so the header length; payload and pad: pad 0..3,
    payload + pad a multiple of 4, pad bytes zero, no payload (and no pad)
    where the opcode has none, FIRST/MIDDLE carrying exactly one path MTU
-   (256..4096, the same for the whole flow) and LAST/ONLY at most that,
+   (256..4096, the same within a message) and LAST at most that, ONLY at
+   most 4096,
    LAST at least one byte; RETH DMA length (ONLY: equal to the payload,
    FIRST: larger than it, at most 2^31); AETH syndrome (ACK, RNR NAK, NAK
    codes 0..4, reserved patterns rejected); AtomicETH address 8-byte
@@ -123,7 +124,8 @@ class Checker:
         self.per_opcode = collections.Counter()
         self.aeth = collections.Counter()
         self.ipids = collections.Counter()
-        self.flow_mtu = {}
+        self.flow_mtu = {}  # first MTU of each multi-packet flow, for the summary
+        self.msg_mtu = {}
         self.checks = 0
         self.decoded = {}  # frame number -> (opcode, dqpn, psn)
 
@@ -205,16 +207,24 @@ class Checker:
         if not has_payload:
             e(frame, body == 0 and pad == 0, "no payload on %s" % name.split("_", 1)[1],
               "%d bytes, pad %d" % (body, pad))
-        flow = (ip.dst, dqpn)
-        if op in FIRST_MIDDLE and not name.startswith("UD"):
+        # a message: FIRST sets its path MTU, MIDDLE repeat it, LAST are at
+        # most that (per sender, receiver, QP and message kind)
+        kind = "READ_RESP" if op in RESPONSES else name.split("_")[1]
+        msg = (ip.src, ip.dst, dqpn, kind)
+        if op in FIRST_MIDDLE:
             e(frame, pad == 0 and paylen in MTUS, "FIRST/MIDDLE carry one path MTU",
               "%s: %d bytes, pad %d" % (name, paylen, pad))
-            mtu = self.flow_mtu.setdefault(flow, paylen)
-            e(frame, paylen == mtu, "one path MTU per flow",
-              "%s: %d bytes, flow MTU %d" % (name, paylen, mtu))
-        if op in LAST | ONLY and flow in self.flow_mtu:
-            e(frame, paylen <= self.flow_mtu[flow], "LAST/ONLY at most the path MTU",
-              "%s: %d > %d" % (name, paylen, self.flow_mtu[flow]))
+            if op in (0x00, 0x06, 0x0D):
+                self.msg_mtu[msg] = paylen
+                self.flow_mtu.setdefault(msg, paylen)
+            mtu = self.msg_mtu.get(msg, paylen)
+            e(frame, paylen == mtu, "one path MTU per message",
+              "%s: %d bytes, FIRST had %d" % (name, paylen, mtu))
+        if op in LAST and msg in self.msg_mtu:
+            e(frame, paylen <= self.msg_mtu[msg], "LAST at most the path MTU",
+              "%s: %d > %d" % (name, paylen, self.msg_mtu[msg]))
+        if op in ONLY:
+            e(frame, paylen <= 4096, "ONLY at most 4096 bytes", "%s: %d" % (name, paylen))
         if op in LAST:
             e(frame, paylen >= 1, "LAST carries at least one byte", name)
         if "RETH" in fields:

@@ -273,8 +273,12 @@ static double write_rate(const char *spec, enum ibv_mtu mtu, int n, char *info, 
 	t0 = now_s();
 	for (int k = 0; k < n && !err; k += 8) {
 		err = ibv_post_send(h.s[0].qp, wr, &bad);
-		if (!err && (wait_wc(h.s[0].scq, &wc, 1, WAIT_MS) || wc.status != IBV_WC_SUCCESS))
+		if (!err && wait_wc(h.s[0].scq, &wc, 1, WAIT_MS))
 			err = -1;
+		else if (!err && wc.status != IBV_WC_SUCCESS) {
+			printf("  WRITE %d: %s\n", k, ibv_wc_status_str(wc.status));
+			err = -1;
+		}
 	}
 	secs = now_s() - t0;
 	CHECK(!err, "throughput run (%s) failed", spec ? spec : "no faults");
