@@ -195,7 +195,7 @@ def main():
     md.append(
         f"{META.get('date', '?')} - {META.get('mode', '?')} run, {META.get('reps', '?')} reps of the key points "
         f"(medians; min-max in parentheses), {META.get('duration_s', '?')} s. "
-        f"uroce {META.get('uroce_commit', '?')}; kernel {META.get('kernel', '?')}; {META.get('cpu', '?')}; "
+        f"uroce source tree {META.get('uroce_commit', '?')}, library built {META.get('uroce_library', '?').split('built ')[-1]}; kernel {META.get('kernel', '?')}; {META.get('cpu', '?')}; "
         f"load average {META.get('loadavg_start', '?')} at the start, {META.get('loadavg_end', '?')} at the end "
         "(shared machine: compare ratios, not absolute numbers, across runs).\n"
     )

@@ -206,10 +206,10 @@ static struct uroce_ep *ep_get_std(struct uroce_ctx *ctx, struct uroce_qp *qp, u
 	}
 	for (uint32_t s = 2; s < ep->nslot; s++)
 		if (!ep->slot[s]) {
+			if (s >= ep->slot_hi) /* before the slot: ACK flush sees it */
+				ep->slot_hi = s + 1;
 			ep->slot[s] = qp;
 			ep->nqp++;
-			if (s >= ep->slot_hi)
-				ep->slot_hi = s + 1;
 			*qpn = s;
 			return ep;
 		}
@@ -239,10 +239,10 @@ struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32
 	/* slot 0 stays unused: no QPN ends in 0x00 */
 	for (uint32_t s = 1; s < UROCE_EP_SLOTS; s++)
 		if (!ep->slot[s]) {
+			if (s >= ep->slot_hi) /* before the slot: ACK flush sees it */
+				ep->slot_hi = s + 1;
 			ep->slot[s] = qp;
 			ep->nqp++;
-			if (s >= ep->slot_hi)
-				ep->slot_hi = s + 1;
 			*qpn = ((uint32_t)ep->port << 8) | s;
 			return ep;
 		}

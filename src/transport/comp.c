@@ -179,15 +179,17 @@ static enum comp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return COMPST_ATOMIC;
 	if ((pkt->opcode & ~UR_TR_MASK) != UR_OPC_ACK)
 		return COMPST_DROP;
-	/* IBTA 9.7.5.1.1 / 9.7.5.2: an ACK or NAK for a PSN older than the
-	 * oldest unacknowledged one is a duplicate or a late (reordered)
-	 * response that carries no news; acting on a late PSN sequence NAK
-	 * would rewind the requester into completed messages. */
+	/* IBTA 9.7.5.1.1 / 9.7.5.2: a NAK for a PSN older than the oldest
+	 * unacknowledged one is a duplicate or a late (reordered) response;
+	 * acting on a late PSN sequence NAK would rewind the requester into
+	 * completed messages.  Such an ACK acknowledges nothing new either,
+	 * but shows the responder alive and working through its backlog:
+	 * ack_upto() only restarts the retransmission timer for it. */
+	if ((ur_aeth_syn(pkt) & UR_AETH_TYPE_MASK) == UR_AETH_ACK)
+		return COMPST_ACK;
 	if (ur_psn_diff(pkt->psn, qp->req.una_psn) < 0)
 		return COMPST_DROP;
 	switch (ur_aeth_syn(pkt) & UR_AETH_TYPE_MASK) {
-	case UR_AETH_ACK:
-		return COMPST_ACK;
 	case UR_AETH_RNR_NAK:
 		return COMPST_RNR;
 	case UR_AETH_NAK:
@@ -221,7 +223,13 @@ static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	int r;
 
 	if (ur_psn_diff(pkt->psn, qp->req.una_psn) < 0) {
+		/* A duplicate, from a READ asked for again: nothing new, but
+		 * while a backlog of these drains, the fresh responses queue
+		 * behind it - restart the timer as for a stale ACK rather
+		 * than ask once more (and add to the backlog). */
 		uroce_qp_count(qp, duplicates, 1);
+		qp->req.deadline_ns = 0;
+		uroce_req_arm(qp);
 		return;
 	}
 	if (pkt->psn != qp->req.una_psn && !implied_ack(qp, pkt->psn)) {

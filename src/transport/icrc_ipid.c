@@ -1,4 +1,6 @@
-/* ICRC check when the IPv4 ID is unknown (standard-port mode).
+/* ICRC check when the IPv4 ID is unknown: packets from kernel rxe or NICs in
+ * standard-port mode (src/net/stdport.c), and GSO segments that arrive one
+ * by one in native mode (IDs below 64, src/net/gso.c).
  *
  * The ICRC covers the IPv4 header with only TOS, TTL and the checksum
  * masked, so it covers the 16-bit Identification field.  uroce sends ID 0
@@ -29,8 +31,8 @@
 
 #include "uroce.h"
 
-#define POLY 0xedb88320u /* CRC-32, reflected */
-#define IPID_MSG_OFF 14	 /* message bytes up to and including the ID */
+#define POLY	     0xedb88320u /* CRC-32, reflected */
+#define IPID_MSG_OFF 14		 /* message bytes up to and including the ID */
 
 static uint32_t tab[256];
 static uint32_t zpow[16][32]; /* Z^(2^k) as 32 columns */

@@ -34,11 +34,11 @@
 #include "uroce.h"
 #include "fuzz_rx.h"
 
-#define FZ_NCQ	      4
-#define FZ_RWQE	      6 /* receives posted per RQ */
-#define FZ_SRQ_WR     8
-#define FZ_DRAIN_MAX  64 /* socket drain rounds per input */
-#define FZ_SPORT      49152
+#define FZ_NCQ	     4
+#define FZ_RWQE	     6 /* receives posted per RQ */
+#define FZ_SRQ_WR    8
+#define FZ_DRAIN_MAX 64 /* socket drain rounds per input */
+#define FZ_SPORT     49152
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -88,6 +88,8 @@ static void make_mr(int k, struct ibv_pd *pd, size_t len, unsigned int access)
 	/* the receive buffers are addressed locally, by their address */
 	if (k == FZ_K_RECV)
 		F.mr[k] = ibv_reg_mr(pd, mr_mem(k), len, (int)access);
+	else if (k == FZ_K_SKEW)
+		F.mr[k] = ibv_reg_mr_iova(pd, mr_mem(k) + 4, len - 8, FZ_IOVA(k), (int)access);
 	else
 		F.mr[k] = ibv_reg_mr_iova(pd, mr_mem(k), len, FZ_IOVA(k), (int)access);
 	if (!F.mr[k])
@@ -98,14 +100,17 @@ static void make_mr(int k, struct ibv_pd *pd, size_t len, unsigned int access)
 static struct ibv_qp *make_qp(enum ibv_qp_type type, int cq, struct ibv_srq *srq)
 {
 	struct ibv_qp_init_attr_ex ia = {
-		.qp_type = type,
-		.send_cq = F.cq[cq],
-		.recv_cq = F.cq[cq],
-		.srq = srq,
-		.cap = { .max_send_wr = 32, .max_recv_wr = 16, .max_send_sge = 4,
-			 .max_recv_sge = 4, .max_inline_data = 64 },
-		.comp_mask = IBV_QP_INIT_ATTR_PD,
-		.pd = F.pd,
+	    .qp_type = type,
+	    .send_cq = F.cq[cq],
+	    .recv_cq = F.cq[cq],
+	    .srq = srq,
+	    .cap = {.max_send_wr = 32,
+		    .max_recv_wr = 16,
+		    .max_send_sge = 4,
+		    .max_recv_sge = 4,
+		    .max_inline_data = 64},
+	    .comp_mask = IBV_QP_INIT_ATTR_PD,
+	    .pd = F.pd,
 	};
 	struct ibv_qp *qp;
 
@@ -124,14 +129,15 @@ static struct ibv_qp *make_qp(enum ibv_qp_type type, int cq, struct ibv_srq *srq
 static struct ibv_srq *make_srq(struct ibv_pd *pd, struct ibv_xrcd *xrcd, int cq)
 {
 	struct ibv_srq_init_attr_ex ia = {
-		.attr = { .max_wr = FZ_SRQ_WR, .max_sge = 2 },
-		.comp_mask = IBV_SRQ_INIT_ATTR_PD,
-		.pd = pd,
+	    .attr = {.max_wr = FZ_SRQ_WR, .max_sge = 2},
+	    .comp_mask = IBV_SRQ_INIT_ATTR_PD,
+	    .pd = pd,
 	};
 	struct ibv_srq *srq;
 
 	if (xrcd) {
-		ia.comp_mask |= IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+		ia.comp_mask |=
+		    IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
 		ia.srq_type = IBV_SRQT_XRC;
 		ia.xrcd = xrcd;
 		ia.cq = F.cq[cq];
@@ -144,10 +150,10 @@ static struct ibv_srq *make_srq(struct ibv_pd *pd, struct ibv_xrcd *xrcd, int cq
 
 static struct ibv_xrcd *make_xrcd(void)
 {
-	struct ibv_xrcd_init_attr a = { .comp_mask = IBV_XRCD_INIT_ATTR_FD |
-						     IBV_XRCD_INIT_ATTR_OFLAGS,
-					.fd = -1,
-					.oflags = O_CREAT };
+	struct ibv_xrcd_init_attr a = {.comp_mask =
+					   IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+				       .fd = -1,
+				       .oflags = O_CREAT};
 	struct ibv_xrcd *x = ibv_open_xrcd(F.ctx, &a);
 
 	if (!x)
@@ -195,7 +201,7 @@ static void bring_up(int slot, bool stop_init)
 	a.qp_access_flags = (unsigned int)access;
 	modify(qp, &a,
 	       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-		       (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
+		   (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
 	if (stop_init)
 		return;
 
@@ -204,8 +210,8 @@ static void bring_up(int slot, bool stop_init)
 	if (ud) {
 		modify(qp, &a, IBV_QP_STATE);
 	} else {
-		int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			   IBV_QP_RQ_PSN;
+		int mask =
+		    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 
 		a.path_mtu = IBV_MTU_1024;
 		a.dest_qp_num = qpn(peer_of(slot));
@@ -236,7 +242,7 @@ static void bring_up(int slot, bool stop_init)
 	else
 		modify(qp, &a,
 		       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+			   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 /* Receive WQEs: a mix of one SGE, two SGEs and none, each in its own part
@@ -247,14 +253,16 @@ static void post_recvs(int slot)
 
 	for (int i = 0; i < FZ_RWQE; i++) {
 		struct ibv_sge sg[2] = {
-			{ .addr = (uintptr_t)mr_mem(FZ_K_RECV) + base, .length = 100,
-			  .lkey = F.key[FZ_K_RECV] },
-			{ .addr = (uintptr_t)mr_mem(FZ_K_RECV) + base + 200, .length = 4900,
-			  .lkey = F.key[FZ_K_RECV] },
+		    {.addr = (uintptr_t)mr_mem(FZ_K_RECV) + base,
+		     .length = 100,
+		     .lkey = F.key[FZ_K_RECV]},
+		    {.addr = (uintptr_t)mr_mem(FZ_K_RECV) + base + 200,
+		     .length = 4900,
+		     .lkey = F.key[FZ_K_RECV]},
 		};
-		struct ibv_recv_wr wr = { .wr_id = (uint64_t)slot << 8 | (uint64_t)i,
-					  .sg_list = sg,
-					  .num_sge = i % 3 == 2 ? 0 : 2 },
+		struct ibv_recv_wr wr = {.wr_id = (uint64_t)slot << 8 | (uint64_t)i,
+					 .sg_list = sg,
+					 .num_sge = i % 3 == 2 ? 0 : 2},
 				   *bad;
 
 		if (ibv_post_recv(F.qp[slot], &wr, &bad))
@@ -267,10 +275,11 @@ static void post_recvs(int slot)
 static void fill_srq(int i, int key, uint32_t base)
 {
 	for (;;) {
-		struct ibv_sge sg = { .addr = (uintptr_t)mr_mem(key) + base, .length = 4096,
-				      .lkey = F.key[key] };
-		struct ibv_recv_wr wr = { .wr_id = 0x5000u + (unsigned int)i, .sg_list = &sg,
-					  .num_sge = 1 },
+		struct ibv_sge sg = {
+		    .addr = (uintptr_t)mr_mem(key) + base, .length = 4096, .lkey = F.key[key]};
+		struct ibv_recv_wr wr = {.wr_id = 0x5000u + (unsigned int)i,
+					 .sg_list = &sg,
+					 .num_sge = 1},
 				   *bad;
 
 		if (ibv_post_srq_recv(F.srq[i], &wr, &bad))
@@ -281,14 +290,14 @@ static void fill_srq(int i, int key, uint32_t base)
 static void post_send(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t off, uint32_t len,
 		      uint64_t remote)
 {
-	struct ibv_sge sg = { .addr = (uintptr_t)mr_mem(FZ_K_RECV) + FZ_Q_BUF + off,
-			      .length = len,
-			      .lkey = F.key[FZ_K_RECV] };
-	struct ibv_send_wr wr = { .wr_id = op,
-				  .sg_list = &sg,
-				  .num_sge = len ? 1 : 0,
-				  .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_sge sg = {.addr = (uintptr_t)mr_mem(FZ_K_RECV) + FZ_Q_BUF + off,
+			     .length = len,
+			     .lkey = F.key[FZ_K_RECV]};
+	struct ibv_send_wr wr = {.wr_id = op,
+				 .sg_list = &sg,
+				 .num_sge = len ? 1 : 0,
+				 .opcode = op,
+				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 
 	if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
@@ -371,7 +380,7 @@ static void drain_async(void)
 /* Every input starts from here. */
 static void reset_state(void)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RESET};
 
 	for (int s = 1; s < FZ_NSLOT; s++)
 		modify(F.qp[s], &a, IBV_QP_STATE);
@@ -430,18 +439,21 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 	make_mr(FZ_K_ALL, F.pd, FZ_MR_LEN,
 		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			IBV_ACCESS_REMOTE_ATOMIC);
+		    IBV_ACCESS_REMOTE_ATOMIC);
 	make_mr(FZ_K_LOCAL, F.pd, FZ_MR_LEN, IBV_ACCESS_LOCAL_WRITE);
 	make_mr(FZ_K_RO, F.pd, FZ_MR_LEN, IBV_ACCESS_REMOTE_READ);
 	make_mr(FZ_K_OTHER_PD, F.pd2, FZ_MR_LEN,
 		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			IBV_ACCESS_REMOTE_ATOMIC);
+		    IBV_ACCESS_REMOTE_ATOMIC);
 	make_mr(FZ_K_DEAD, F.pd, FZ_MR_LEN,
 		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 	make_mr(FZ_K_TOP, F.pd, FZ_MR_LEN,
 		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			IBV_ACCESS_REMOTE_ATOMIC);
+		    IBV_ACCESS_REMOTE_ATOMIC);
 	make_mr(FZ_K_RECV, F.pd, FZ_RECV_LEN, IBV_ACCESS_LOCAL_WRITE);
+	make_mr(FZ_K_SKEW, F.pd, FZ_MR_LEN,
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+		    IBV_ACCESS_REMOTE_ATOMIC);
 	dead = F.mr[FZ_K_DEAD];
 	F.mr[FZ_K_DEAD] = NULL;
 	if (ibv_dereg_mr(dead))
@@ -531,8 +543,8 @@ static void check_memory(void)
 {
 	for (int k = 0; k < FZ_NKEY; k++) {
 		size_t n = F.len[k];
-		bool frozen = k == FZ_K_LOCAL || k == FZ_K_RO || k == FZ_K_OTHER_PD ||
-			      k == FZ_K_DEAD;
+		bool frozen =
+		    k == FZ_K_LOCAL || k == FZ_K_RO || k == FZ_K_OTHER_PD || k == FZ_K_DEAD;
 
 		if (memcmp(F.buf[k], F.img[k], FZ_GUARD) ||
 		    memcmp(F.buf[k] + FZ_GUARD + n, F.img[k] + FZ_GUARD + n, FZ_GUARD)) {

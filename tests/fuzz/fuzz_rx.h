@@ -54,13 +54,14 @@ enum fz_key {
 	FZ_K_DEAD = 4,	   /* registered, then deregistered: its old key */
 	FZ_K_TOP = 5,	   /* all access, iova at 2^64 - FZ_MR_LEN: va+len wraps */
 	FZ_K_RECV = 6,	   /* LOCAL_WRITE: receive buffers and requester buffers */
-	FZ_NKEY = 7,
+	FZ_K_SKEW = 7,	   /* all access, the aligned iova maps to host address + 4 */
+	FZ_NKEY = 8,
 };
-#define FZ_MR_LEN      8192u
-#define FZ_RECV_LEN    65536u
-#define FZ_IOVA(i)     ((i) == FZ_K_TOP ? 0ull - FZ_MR_LEN : ((uint64_t)(i) + 1) << 20)
+#define FZ_MR_LEN   8192u
+#define FZ_RECV_LEN 65536u
+#define FZ_IOVA(i)  ((i) == FZ_K_TOP ? 0ull - FZ_MR_LEN : ((uint64_t)(i) + 1) << 20)
 /* (FZ_K_RECV is registered at its address: local SGEs point into it) */
-#define FZ_GUARD       256u /* guard bytes before and after every MR */
+#define FZ_GUARD 256u /* guard bytes before and after every MR */
 
 /* XRCETH SRQ numbers, by index. */
 enum fz_srq {

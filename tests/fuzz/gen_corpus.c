@@ -156,11 +156,11 @@ static void messages(void)
 		uint8_t tr;
 		uint32_t slot;
 		const char *name;
-	} t[] = { { UR_TR_RC, FZ_RC_R, "rc" },
-		  { UR_TR_RC, FZ_RC_S, "rc_srq" },
-		  { UR_TR_UC, FZ_UC, "uc" },
-		  { UR_TR_XRC, FZ_XRC_R, "xrc" } };
-	static const uint32_t lens[] = { 0, 1, FZ_MTU, FZ_MTU + 1, 3 * FZ_MTU - 5 };
+	} t[] = {{UR_TR_RC, FZ_RC_R, "rc"},
+		 {UR_TR_RC, FZ_RC_S, "rc_srq"},
+		 {UR_TR_UC, FZ_UC, "uc"},
+		 {UR_TR_XRC, FZ_XRC_R, "xrc"}};
+	static const uint32_t lens[] = {0, 1, FZ_MTU, FZ_MTU + 1, 3 * FZ_MTU - 5};
 
 	for (unsigned int i = 0; i < sizeof(t) / sizeof(t[0]); i++)
 		for (unsigned int l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
@@ -192,14 +192,14 @@ static void aeth(uint8_t opc, uint32_t slot, uint32_t k, uint8_t syn, uint32_t p
 /* What the responder of FZ_RC_Q (and FZ_XRC_S) would send back. */
 static void responses(void)
 {
-	static const uint8_t naks[] = { UR_AETH_NAK | UR_NAK_PSN_SEQ_ERR,
-					UR_AETH_NAK | UR_NAK_INVALID_REQ,
-					UR_AETH_NAK | UR_NAK_REM_ACCESS_ERR,
-					UR_AETH_NAK | UR_NAK_REM_OP_ERR,
-					UR_AETH_NAK | UR_NAK_INVALID_RD_REQ,
-					UR_AETH_RNR_NAK | 3,
-					UR_AETH_NAK | 0x1f,
-					0xe0 };
+	static const uint8_t naks[] = {UR_AETH_NAK | UR_NAK_PSN_SEQ_ERR,
+				       UR_AETH_NAK | UR_NAK_INVALID_REQ,
+				       UR_AETH_NAK | UR_NAK_REM_ACCESS_ERR,
+				       UR_AETH_NAK | UR_NAK_REM_OP_ERR,
+				       UR_AETH_NAK | UR_NAK_INVALID_RD_REQ,
+				       UR_AETH_RNR_NAK | 3,
+				       UR_AETH_NAK | 0x1f,
+				       0xe0};
 	char name[96];
 
 	/* every WQE answered in order */
@@ -296,21 +296,24 @@ static void hostile(void)
 		uint64_t va;
 		uint32_t len;
 	} acc[] = {
-		{ "write_len_past_mr", UR_OPC_WRITE_ONLY, FZ_K_ALL, FZ_IOVA(FZ_K_ALL) + FZ_MR_LEN - 8, 16 },
-		{ "write_va_wraps", UR_OPC_WRITE_ONLY, FZ_K_TOP, 0ull - 8, 16 },
-		{ "read_va_wraps", UR_OPC_READ_REQ, FZ_K_TOP, 0ull - 8, 4096 },
-		{ "write_top_ok", UR_OPC_WRITE_ONLY, FZ_K_TOP, 0ull - 16, 16 },
-		{ "write_wrong_rkey", UR_OPC_WRITE_ONLY, 0x5a5a5a5a, FZ_IOVA(FZ_K_ALL), 16 },
-		{ "write_other_pd", UR_OPC_WRITE_ONLY, FZ_K_OTHER_PD, FZ_IOVA(FZ_K_OTHER_PD), 16 },
-		{ "write_dead_mr", UR_OPC_WRITE_ONLY, FZ_K_DEAD, FZ_IOVA(FZ_K_DEAD), 16 },
-		{ "write_read_only", UR_OPC_WRITE_ONLY, FZ_K_RO, FZ_IOVA(FZ_K_RO), 16 },
-		{ "write_local_only", UR_OPC_WRITE_ONLY, FZ_K_LOCAL, FZ_IOVA(FZ_K_LOCAL), 16 },
-		{ "read_no_remote_read", UR_OPC_READ_REQ, FZ_K_LOCAL, FZ_IOVA(FZ_K_LOCAL), 64 },
-		{ "read_huge", UR_OPC_READ_REQ, FZ_K_ALL, FZ_IOVA(FZ_K_ALL), 0xffffffffu },
-		{ "atomic_no_remote_atomic", UR_OPC_FETCH_ADD, FZ_K_RO, FZ_IOVA(FZ_K_RO), 8 },
-		{ "atomic_misaligned", UR_OPC_CMP_SWAP, FZ_K_ALL, FZ_IOVA(FZ_K_ALL) + 4, 8 },
-		{ "atomic_last_bytes", UR_OPC_FETCH_ADD, FZ_K_ALL, FZ_IOVA(FZ_K_ALL) + FZ_MR_LEN - 8, 8 },
-		{ "atomic_past_end", UR_OPC_FETCH_ADD, FZ_K_ALL, FZ_IOVA(FZ_K_ALL) + FZ_MR_LEN, 8 },
+	    {"write_len_past_mr", UR_OPC_WRITE_ONLY, FZ_K_ALL, FZ_IOVA(FZ_K_ALL) + FZ_MR_LEN - 8,
+	     16},
+	    {"write_va_wraps", UR_OPC_WRITE_ONLY, FZ_K_TOP, 0ull - 8, 16},
+	    {"read_va_wraps", UR_OPC_READ_REQ, FZ_K_TOP, 0ull - 8, 4096},
+	    {"write_top_ok", UR_OPC_WRITE_ONLY, FZ_K_TOP, 0ull - 16, 16},
+	    {"write_wrong_rkey", UR_OPC_WRITE_ONLY, 0x5a5a5a5a, FZ_IOVA(FZ_K_ALL), 16},
+	    {"write_other_pd", UR_OPC_WRITE_ONLY, FZ_K_OTHER_PD, FZ_IOVA(FZ_K_OTHER_PD), 16},
+	    {"write_dead_mr", UR_OPC_WRITE_ONLY, FZ_K_DEAD, FZ_IOVA(FZ_K_DEAD), 16},
+	    {"write_read_only", UR_OPC_WRITE_ONLY, FZ_K_RO, FZ_IOVA(FZ_K_RO), 16},
+	    {"write_local_only", UR_OPC_WRITE_ONLY, FZ_K_LOCAL, FZ_IOVA(FZ_K_LOCAL), 16},
+	    {"read_no_remote_read", UR_OPC_READ_REQ, FZ_K_LOCAL, FZ_IOVA(FZ_K_LOCAL), 64},
+	    {"read_huge", UR_OPC_READ_REQ, FZ_K_ALL, FZ_IOVA(FZ_K_ALL), 0xffffffffu},
+	    {"atomic_no_remote_atomic", UR_OPC_FETCH_ADD, FZ_K_RO, FZ_IOVA(FZ_K_RO), 8},
+	    {"atomic_misaligned", UR_OPC_CMP_SWAP, FZ_K_ALL, FZ_IOVA(FZ_K_ALL) + 4, 8},
+	    {"atomic_last_bytes", UR_OPC_FETCH_ADD, FZ_K_ALL, FZ_IOVA(FZ_K_ALL) + FZ_MR_LEN - 8, 8},
+	    {"atomic_past_end", UR_OPC_FETCH_ADD, FZ_K_ALL, FZ_IOVA(FZ_K_ALL) + FZ_MR_LEN, 8},
+	    {"atomic_misaligned_host", UR_OPC_FETCH_ADD, FZ_K_SKEW, FZ_IOVA(FZ_K_SKEW), 8},
+	    {"write_skewed_mr", UR_OPC_WRITE_ONLY, FZ_K_SKEW, FZ_IOVA(FZ_K_SKEW) + 1, 64},
 	};
 	char name[96];
 
@@ -352,7 +355,18 @@ static void hostile(void)
 	add();
 	save("hostile_psn_far");
 
-	/* SEND of 3 MTUs into a 5000-byte receive */
+	/* more SENDs than receives: RNR NAK (RQ and SRQ) */
+	for (uint32_t slot = FZ_RC_R; slot <= FZ_RC_S; slot++) {
+		begin(FZ_F_FIX_ICRC | FZ_F_TIMERS);
+		for (uint32_t k = 0; k < 10; k++) {
+			pkt(UR_OPC_SEND_ONLY, slot, FZ_PSN_(k), 8);
+			add();
+		}
+		snprintf(name, sizeof(name), "hostile_rnr_%u", slot);
+		save(name);
+	}
+
+	/* SEND of 6 MTUs into a 5000-byte receive */
 	begin(FZ_F_FIX_ICRC);
 	message(UR_TR_RC, FZ_RC_R, false, false, 6 * FZ_MTU, 0, 0);
 	save("hostile_send_too_long");

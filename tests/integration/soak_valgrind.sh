@@ -4,6 +4,8 @@
 # access, no use of uninitialised memory (syscall arguments included), no
 # leak. Skipped when valgrind is missing and in the sanitizer build
 # (valgrind cannot run AddressSanitizer binaries).
+set -euo pipefail
+# shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 require_cmd valgrind valgrind

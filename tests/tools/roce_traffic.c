@@ -35,13 +35,14 @@
 
 #include <infiniband/verbs.h>
 
-#define BUFSZ	  (1 << 16)
-#define DST_OFF	  (1 << 15)
-#define ATOM_OFF  (3 << 14)
-#define WAIT_MS	  5000
-#define QKEY	  0x11111111u
-#define MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
-		   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND)
+#define BUFSZ	 (1 << 16)
+#define DST_OFF	 (1 << 15)
+#define ATOM_OFF (3 << 14)
+#define WAIT_MS	 5000
+#define QKEY	 0x11111111u
+#define MR_ACCESS                                                                                  \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND)
 
 struct side {
 	const char *name;
@@ -64,7 +65,7 @@ struct pair {
 	struct ibv_ah *ah; /* UD: a -> b */
 };
 
-static struct side A = { .name = "A" }, B = { .name = "B" };
+static struct side A = {.name = "A"}, B = {.name = "B"};
 static int gid_index;
 static unsigned ops, errors;
 
@@ -107,14 +108,22 @@ static void open_side(struct side *s, struct ibv_device *dev)
 	}
 }
 
+static void close_side(struct side *s)
+{
+	ibv_dereg_mr(s->mr);
+	ibv_destroy_cq(s->cq);
+	ibv_dealloc_pd(s->pd);
+	ibv_close_device(s->ctx);
+	free(s->buf);
+}
+
 static struct ibv_qp *make_qp(struct side *s, enum ibv_qp_type t)
 {
 	struct ibv_qp_init_attr ia = {
-		.send_cq = s->cq,
-		.recv_cq = s->cq,
-		.qp_type = t,
-		.cap = { .max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 1,
-			 .max_recv_sge = 1 },
+	    .send_cq = s->cq,
+	    .recv_cq = s->cq,
+	    .qp_type = t,
+	    .cap = {.max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 1, .max_recv_sge = 1},
 	};
 	struct ibv_qp *q = ibv_create_qp(s->pd, &ia);
 
@@ -127,15 +136,15 @@ static struct ibv_qp *make_qp(struct side *s, enum ibv_qp_type t)
 
 static void to_rts(struct pair *p, struct ibv_qp *q, struct side *remote, uint32_t dqpn)
 {
-	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1 };
+	struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1};
 	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
 
 	if (p->type == IBV_QPT_UD) {
 		at.qkey = QKEY;
 		mask |= IBV_QP_QKEY;
 	} else {
-		at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				     IBV_ACCESS_REMOTE_ATOMIC;
+		at.qp_access_flags =
+		    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	if (ibv_modify_qp(q, &at, mask))
@@ -170,7 +179,8 @@ static void to_rts(struct pair *p, struct ibv_qp *q, struct side *remote, uint32
 		at.retry_cnt = 7;
 		at.rnr_retry = p->rnr_retry;
 		at.max_rd_atomic = 4;
-		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+		mask |=
+		    IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
 	}
 	if (ibv_modify_qp(q, &at, mask))
 		goto err;
@@ -189,7 +199,7 @@ static void make_pair(struct pair *p)
 	if (!p->rnr_retry)
 		p->rnr_retry = 7;
 	if (p->type == IBV_QPT_UD) {
-		struct ibv_ah_attr ah = { .is_global = 1, .port_num = 1 };
+		struct ibv_ah_attr ah = {.is_global = 1, .port_num = 1};
 
 		ah.grh.dgid = B.gid;
 		ah.grh.sgid_index = (uint8_t)gid_index;
@@ -220,7 +230,7 @@ static bool get_wc(struct side *s, struct ibv_wc *wc, int ms)
 	uint64_t end = now_ms() + (uint64_t)ms;
 
 	for (;;) {
-		struct side *sides[2] = { &A, &B };
+		struct side *sides[2] = {&A, &B};
 
 		for (int i = 0; i < 2; i++) {
 			struct side *x = sides[i];
@@ -241,9 +251,9 @@ static bool get_wc(struct side *s, struct ibv_wc *wc, int ms)
 
 static void post_recv(struct pair *p, uint32_t len)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)B.buf + DST_OFF, .length = len + 40,
-			       .lkey = B.mr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = 2, .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct ibv_sge sge = {
+	    .addr = (uintptr_t)B.buf + DST_OFF, .length = len + 40, .lkey = B.mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = 2, .sg_list = &sge, .num_sge = 1}, *bad;
 
 	if (ibv_post_recv(p->b, &wr, &bad)) {
 		perror("ibv_post_recv");
@@ -261,24 +271,33 @@ struct op {
 	enum ibv_wr_opcode opcode;
 	uint32_t len;
 	unsigned flags;
-	uint32_t rkey_xor;		/* != 0: a bad R_Key */
-	enum ibv_wc_status want;	/* expected status of the send completion */
-	uint32_t invalidate;		/* SEND_WITH_INV */
-	int rnr_delay_ms;		/* post the receive this late */
+	uint32_t rkey_xor;	 /* != 0: a bad R_Key */
+	enum ibv_wc_status want; /* expected status of the send completion */
+	uint32_t invalidate;	 /* SEND_WITH_INV */
+	int rnr_delay_ms;	 /* post the receive this late */
 };
 
 static const char *opname(enum ibv_wr_opcode o)
 {
 	switch (o) {
-	case IBV_WR_SEND: return "SEND";
-	case IBV_WR_SEND_WITH_IMM: return "SEND_IMM";
-	case IBV_WR_SEND_WITH_INV: return "SEND_INV";
-	case IBV_WR_RDMA_WRITE: return "WRITE";
-	case IBV_WR_RDMA_WRITE_WITH_IMM: return "WRITE_IMM";
-	case IBV_WR_RDMA_READ: return "READ";
-	case IBV_WR_ATOMIC_CMP_AND_SWP: return "CMP_SWP";
-	case IBV_WR_ATOMIC_FETCH_AND_ADD: return "FETCH_ADD";
-	default: return "?";
+	case IBV_WR_SEND:
+		return "SEND";
+	case IBV_WR_SEND_WITH_IMM:
+		return "SEND_IMM";
+	case IBV_WR_SEND_WITH_INV:
+		return "SEND_INV";
+	case IBV_WR_RDMA_WRITE:
+		return "WRITE";
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return "WRITE_IMM";
+	case IBV_WR_RDMA_READ:
+		return "READ";
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return "CMP_SWP";
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return "FETCH_ADD";
+	default:
+		return "?";
 	}
 }
 
@@ -286,15 +305,17 @@ static void run(struct pair *p, const struct op *o)
 {
 	bool recv = o->opcode == IBV_WR_SEND || o->opcode == IBV_WR_SEND_WITH_IMM ||
 		    o->opcode == IBV_WR_SEND_WITH_INV || o->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-	bool atomic = o->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-		      o->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	bool atomic =
+	    o->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || o->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 	bool ok_expected = o->want == IBV_WC_SUCCESS;
 	unsigned seed = ++ops;
 	uint32_t len = atomic ? 8 : o->len;
-	struct ibv_sge sge = { .addr = (uintptr_t)A.buf, .length = len, .lkey = A.mr->lkey };
-	struct ibv_send_wr wr = { .wr_id = seed, .sg_list = &sge, .num_sge = len ? 1 : 0,
-				  .opcode = o->opcode,
-				  .send_flags = IBV_SEND_SIGNALED | o->flags },
+	struct ibv_sge sge = {.addr = (uintptr_t)A.buf, .length = len, .lkey = A.mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = seed,
+				 .sg_list = &sge,
+				 .num_sge = len ? 1 : 0,
+				 .opcode = o->opcode,
+				 .send_flags = IBV_SEND_SIGNALED | o->flags},
 			   *bad;
 	uint64_t old = 0x1122334455667788ull + seed;
 	struct ibv_wc wc;
@@ -319,8 +340,8 @@ static void run(struct pair *p, const struct op *o)
 		wr.wr.atomic.compare_add = o->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? old : 5;
 		wr.wr.atomic.swap = 0xabcdef;
 	} else {
-		wr.wr.rdma.remote_addr = (uintptr_t)B.buf +
-					 (o->opcode == IBV_WR_RDMA_READ ? 0 : DST_OFF);
+		wr.wr.rdma.remote_addr =
+		    (uintptr_t)B.buf + (o->opcode == IBV_WR_RDMA_READ ? 0 : DST_OFF);
 		wr.wr.rdma.rkey = B.mr->rkey ^ o->rkey_xor;
 	}
 	if (o->opcode == IBV_WR_SEND_WITH_IMM || o->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
@@ -360,8 +381,7 @@ static void run(struct pair *p, const struct op *o)
 		if (wc.byte_len != len)
 			fail("%s %s: byte_len %u, expected %u", p->name, opname(o->opcode),
 			     wc.byte_len, len);
-		if ((wc.wc_flags & IBV_WC_WITH_IMM) &&
-		    be32toh(wc.imm_data) != 0xc0de0000u + seed)
+		if ((wc.wc_flags & IBV_WC_WITH_IMM) && be32toh(wc.imm_data) != 0xc0de0000u + seed)
 			fail("%s %s: wrong immediate", p->name, opname(o->opcode));
 	}
 	if (p->type == IBV_QPT_UD) {
@@ -382,8 +402,8 @@ static void run(struct pair *p, const struct op *o)
 
 		memcpy(&got, A.buf + ATOM_OFF, 8);
 		memcpy(&now, B.buf + ATOM_OFF, 8);
-		if (got != old || now != (o->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? 0xabcdef
-										 : old + 5))
+		if (got != old ||
+		    now != (o->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? 0xabcdef : old + 5))
 			fail("%s %s: returned 0x%llx, memory 0x%llx", p->name, opname(o->opcode),
 			     (unsigned long long)got, (unsigned long long)now);
 	} else if (memcmp(B.buf + DST_OFF, A.buf, len)) {
@@ -396,11 +416,14 @@ static void run(struct pair *p, const struct op *o)
  * the group cannot be joined (no multicast on the interface). */
 static bool multicast(struct pair *p)
 {
-	union ibv_gid g = { .raw = { [10] = 0xff, [11] = 0xff, 239, 1, 2, 3 } };
-	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
-	struct ibv_sge sge = { .addr = (uintptr_t)A.buf, .length = 100, .lkey = A.mr->lkey };
-	struct ibv_send_wr wr = { .wr_id = 77, .sg_list = &sge, .num_sge = 1,
-				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED },
+	union ibv_gid g = {.raw = {[10] = 0xff, [11] = 0xff, 239, 1, 2, 3}};
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1};
+	struct ibv_sge sge = {.addr = (uintptr_t)A.buf, .length = 100, .lkey = A.mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 77,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 	struct ibv_ah *ah;
 	struct ibv_wc wc;
@@ -424,8 +447,8 @@ static bool multicast(struct pair *p)
 	if (ibv_post_send(p->a, &wr, &bad) || !get_wc(&A, &wc, WAIT_MS) ||
 	    wc.status != IBV_WC_SUCCESS)
 		fail("multicast: send failed");
-	else if (!get_wc(&B, &wc, WAIT_MS) || wc.status != IBV_WC_SUCCESS ||
-		 wc.byte_len != 140 || memcmp(B.buf + DST_OFF + 40, A.buf, 100))
+	else if (!get_wc(&B, &wc, WAIT_MS) || wc.status != IBV_WC_SUCCESS || wc.byte_len != 140 ||
+		 memcmp(B.buf + DST_OFF + 40, A.buf, 100))
 		fail("multicast: datagram not received");
 	ibv_detach_mcast(p->b, &g, 0);
 	ibv_destroy_ah(ah);
@@ -437,8 +460,9 @@ static bool multicast(struct pair *p)
 static bool send_inv(struct pair *p)
 {
 	struct ibv_mw *mw = ibv_alloc_mw(B.pd, IBV_MW_TYPE_2);
-	struct ibv_send_wr wr = { .wr_id = 99, .opcode = IBV_WR_BIND_MW,
-				  .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_send_wr wr = {.wr_id = 99,
+				 .opcode = IBV_WR_BIND_MW,
+				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 	struct ibv_wc wc;
 	uint32_t rkey;
@@ -457,7 +481,7 @@ static bool send_inv(struct pair *p)
 		ibv_dealloc_mw(mw);
 		return false;
 	}
-	run(p, &(struct op){ .opcode = IBV_WR_SEND_WITH_INV, .len = 64, .invalidate = rkey });
+	run(p, &(struct op){.opcode = IBV_WR_SEND_WITH_INV, .len = 64, .invalidate = rkey});
 	ibv_dealloc_mw(mw);
 	return true;
 }
@@ -467,16 +491,16 @@ int main(int argc, char **argv)
 	const char *devname = NULL;
 	struct ibv_device **list;
 	int c, n;
-	static struct pair rc[3] = { { .name = "rc256", .type = IBV_QPT_RC, .mtu = IBV_MTU_256 },
-				     { .name = "rc1024", .type = IBV_QPT_RC, .mtu = IBV_MTU_1024 },
-				     { .name = "rc4096", .type = IBV_QPT_RC, .mtu = IBV_MTU_4096 } };
-	static struct pair uc = { .name = "uc1024", .type = IBV_QPT_UC, .mtu = IBV_MTU_1024 };
-	static struct pair ud = { .name = "ud", .type = IBV_QPT_UD, .mtu = IBV_MTU_1024 };
-	static struct pair nak = { .name = "nak", .type = IBV_QPT_RC, .mtu = IBV_MTU_1024 };
+	static struct pair rc[3] = {{.name = "rc256", .type = IBV_QPT_RC, .mtu = IBV_MTU_256},
+				    {.name = "rc1024", .type = IBV_QPT_RC, .mtu = IBV_MTU_1024},
+				    {.name = "rc4096", .type = IBV_QPT_RC, .mtu = IBV_MTU_4096}};
+	static struct pair uc = {.name = "uc1024", .type = IBV_QPT_UC, .mtu = IBV_MTU_1024};
+	static struct pair ud = {.name = "ud", .type = IBV_QPT_UD, .mtu = IBV_MTU_1024};
+	static struct pair nak = {.name = "nak", .type = IBV_QPT_RC, .mtu = IBV_MTU_1024};
 	/* RNR NAKs advertise 5.12 ms (min_rnr_timer 18) */
-	static struct pair rnr = { .name = "rnr", .type = IBV_QPT_RC, .mtu = IBV_MTU_1024,
-				   .min_rnr = 18, .rnr_retry = 7 };
-	static struct pair seq = { .name = "seq", .type = IBV_QPT_RC, .mtu = IBV_MTU_1024 };
+	static struct pair rnr = {
+	    .name = "rnr", .type = IBV_QPT_RC, .mtu = IBV_MTU_1024, .min_rnr = 18, .rnr_retry = 7};
+	static struct pair seq = {.name = "seq", .type = IBV_QPT_RC, .mtu = IBV_MTU_1024};
 	struct ibv_port_attr pa;
 	char fault[128];
 
@@ -536,46 +560,61 @@ int main(int argc, char **argv)
 
 		if (p->mtu > pa.active_mtu)
 			continue;
-		run(p, &(struct op){ .opcode = IBV_WR_SEND, .len = big });
-		run(p, &(struct op){ .opcode = IBV_WR_SEND, .len = 1 });
-		run(p, &(struct op){ .opcode = IBV_WR_SEND, .len = 0 });
-		run(p, &(struct op){ .opcode = IBV_WR_SEND, .len = mtu + 2,
-				     .flags = IBV_SEND_SOLICITED });
-		run(p, &(struct op){ .opcode = IBV_WR_SEND_WITH_IMM, .len = big });
-		run(p, &(struct op){ .opcode = IBV_WR_SEND_WITH_IMM, .len = 3 });
-		run(p, &(struct op){ .opcode = IBV_WR_RDMA_WRITE, .len = big });
-		run(p, &(struct op){ .opcode = IBV_WR_RDMA_WRITE, .len = 7 });
-		run(p, &(struct op){ .opcode = IBV_WR_RDMA_WRITE, .len = 0 });
-		run(p, &(struct op){ .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .len = big });
-		run(p, &(struct op){ .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .len = mtu });
-		run(p, &(struct op){ .opcode = IBV_WR_RDMA_READ, .len = big });
-		run(p, &(struct op){ .opcode = IBV_WR_RDMA_READ, .len = 2 * mtu });
-		run(p, &(struct op){ .opcode = IBV_WR_RDMA_READ, .len = 9 });
-		run(p, &(struct op){ .opcode = IBV_WR_RDMA_READ, .len = 0 });
-		run(p, &(struct op){ .opcode = IBV_WR_ATOMIC_CMP_AND_SWP });
-		run(p, &(struct op){ .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD });
+		run(p, &(struct op){.opcode = IBV_WR_SEND, .len = big});
+		run(p, &(struct op){.opcode = IBV_WR_SEND, .len = 1});
+		run(p, &(struct op){.opcode = IBV_WR_SEND, .len = 0});
+		run(p, &(struct op){
+			   .opcode = IBV_WR_SEND, .len = mtu + 2, .flags = IBV_SEND_SOLICITED});
+		run(p, &(struct op){.opcode = IBV_WR_SEND_WITH_IMM, .len = big});
+		run(p, &(struct op){.opcode = IBV_WR_SEND_WITH_IMM, .len = 3});
+		run(p, &(struct op){.opcode = IBV_WR_RDMA_WRITE, .len = big});
+		run(p, &(struct op){.opcode = IBV_WR_RDMA_WRITE, .len = 7});
+		run(p, &(struct op){.opcode = IBV_WR_RDMA_WRITE, .len = 0});
+		run(p, &(struct op){.opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .len = big});
+		run(p, &(struct op){.opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .len = mtu});
+		run(p, &(struct op){.opcode = IBV_WR_RDMA_READ, .len = big});
+		run(p, &(struct op){.opcode = IBV_WR_RDMA_READ, .len = 2 * mtu});
+		run(p, &(struct op){.opcode = IBV_WR_RDMA_READ, .len = 9});
+		run(p, &(struct op){.opcode = IBV_WR_RDMA_READ, .len = 0});
+		run(p, &(struct op){.opcode = IBV_WR_ATOMIC_CMP_AND_SWP});
+		run(p, &(struct op){.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD});
 	}
 	if (!send_inv(&rc[1]))
 		printf("  (no memory windows: SEND with invalidate skipped)\n");
-	run(&uc, &(struct op){ .opcode = IBV_WR_SEND, .len = 3 * 1024 + 1 });
-	run(&uc, &(struct op){ .opcode = IBV_WR_SEND, .len = 17 });
-	run(&uc, &(struct op){ .opcode = IBV_WR_SEND_WITH_IMM, .len = 2 * 1024 + 6 });
-	run(&uc, &(struct op){ .opcode = IBV_WR_SEND_WITH_IMM, .len = 2 });
-	run(&uc, &(struct op){ .opcode = IBV_WR_RDMA_WRITE, .len = 3 * 1024 });
-	run(&uc, &(struct op){ .opcode = IBV_WR_RDMA_WRITE, .len = 1 });
-	run(&uc, &(struct op){ .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .len = 1500 });
-	run(&uc, &(struct op){ .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .len = 4 });
-	run(&ud, &(struct op){ .opcode = IBV_WR_SEND, .len = 1 });
-	run(&ud, &(struct op){ .opcode = IBV_WR_SEND, .len = 128u << ud.mtu });
-	run(&ud, &(struct op){ .opcode = IBV_WR_SEND_WITH_IMM, .len = 61 });
+	run(&uc, &(struct op){.opcode = IBV_WR_SEND, .len = 3 * 1024 + 1});
+	run(&uc, &(struct op){.opcode = IBV_WR_SEND, .len = 17});
+	run(&uc, &(struct op){.opcode = IBV_WR_SEND_WITH_IMM, .len = 2 * 1024 + 6});
+	run(&uc, &(struct op){.opcode = IBV_WR_SEND_WITH_IMM, .len = 2});
+	run(&uc, &(struct op){.opcode = IBV_WR_RDMA_WRITE, .len = 3 * 1024});
+	run(&uc, &(struct op){.opcode = IBV_WR_RDMA_WRITE, .len = 1});
+	run(&uc, &(struct op){.opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .len = 1500});
+	run(&uc, &(struct op){.opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .len = 4});
+	run(&ud, &(struct op){.opcode = IBV_WR_SEND, .len = 1});
+	run(&ud, &(struct op){.opcode = IBV_WR_SEND, .len = 128u << ud.mtu});
+	run(&ud, &(struct op){.opcode = IBV_WR_SEND_WITH_IMM, .len = 61});
 	if (!multicast(&ud))
 		printf("  (cannot join a multicast group: UD multicast skipped)\n");
-	run(&nak, &(struct op){ .opcode = IBV_WR_RDMA_WRITE, .len = 100, .rkey_xor = 0x5a5a00,
-				.want = IBV_WC_REM_ACCESS_ERR });
-	run(&rnr, &(struct op){ .opcode = IBV_WR_SEND, .len = 33, .rnr_delay_ms = 12 });
-	run(&seq, &(struct op){ .opcode = IBV_WR_SEND, .len = 4 * 1024 });
-	run(&seq, &(struct op){ .opcode = IBV_WR_RDMA_WRITE, .len = 2 * 1024 + 10 });
+	run(&nak, &(struct op){.opcode = IBV_WR_RDMA_WRITE,
+			       .len = 100,
+			       .rkey_xor = 0x5a5a00,
+			       .want = IBV_WC_REM_ACCESS_ERR});
+	run(&rnr, &(struct op){.opcode = IBV_WR_SEND, .len = 33, .rnr_delay_ms = 12});
+	run(&seq, &(struct op){.opcode = IBV_WR_SEND, .len = 4 * 1024});
+	run(&seq, &(struct op){.opcode = IBV_WR_RDMA_WRITE, .len = 2 * 1024 + 10});
 
 	printf("roce_traffic: %u operations, %u failed\n", ops, errors);
+	{
+		struct pair *all[] = {&rc[0], &rc[1], &rc[2], &uc, &ud, &nak, &rnr, &seq};
+
+		for (unsigned i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+			if (all[i]->ah)
+				ibv_destroy_ah(all[i]->ah);
+			ibv_destroy_qp(all[i]->a);
+			ibv_destroy_qp(all[i]->b);
+		}
+	}
+	close_side(&A);
+	close_side(&B);
+	ibv_free_device_list(list);
 	return errors ? 1 : 0;
 }

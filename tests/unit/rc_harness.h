@@ -220,7 +220,9 @@ static inline struct pair_opts default_opts(enum ibv_mtu mtu)
 {
 	struct pair_opts o = {
 	    .mtu = mtu,
-	    .timeout = 10, /* 4.2 ms */
+	    /* 16.8 ms: retry_cnt 7 is seven retries (IBTA), so a responder
+	     * that gets no CPU for ~130 ms (a loaded CI host) fails the QP */
+	    .timeout = 12,
 	    .retry_cnt = 7,
 	    .rnr_retry = 7,
 	    .min_rnr_timer = 1, /* 0.01 ms */

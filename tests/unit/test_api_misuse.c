@@ -132,11 +132,14 @@ static uint32_t sink_qpn;
 static struct ibv_qp *make_qp(enum ibv_qp_type type, uint32_t swr, uint32_t rwr)
 {
 	struct ibv_qp_init_attr ia = {
-		.send_cq = cq,
-		.recv_cq = cq,
-		.qp_type = type,
-		.cap = { .max_send_wr = swr, .max_recv_wr = rwr, .max_send_sge = 4,
-			 .max_recv_sge = 4, .max_inline_data = 64 },
+	    .send_cq = cq,
+	    .recv_cq = cq,
+	    .qp_type = type,
+	    .cap = {.max_send_wr = swr,
+		    .max_recv_wr = rwr,
+		    .max_send_sge = 4,
+		    .max_recv_sge = 4,
+		    .max_inline_data = 64},
 	};
 	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
 
@@ -160,7 +163,7 @@ static int to_state(struct ibv_qp *qp, enum ibv_qp_state st, uint32_t dest)
 	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 	err = ibv_modify_qp(qp, &a,
 			    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				    (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
+				(ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
 	if (err || st == IBV_QPS_INIT)
 		return err;
 	memset(&a, 0, sizeof(a));
@@ -179,12 +182,12 @@ static int to_state(struct ibv_qp *qp, enum ibv_qp_state st, uint32_t dest)
 	else if (qp->qp_type == IBV_QPT_UC)
 		err = ibv_modify_qp(qp, &a,
 				    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					    IBV_QP_RQ_PSN);
+					IBV_QP_RQ_PSN);
 	else
 		err = ibv_modify_qp(qp, &a,
 				    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-					    IBV_QP_MIN_RNR_TIMER);
+					IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+					IBV_QP_MIN_RNR_TIMER);
 	if (err || st == IBV_QPS_RTR)
 		return err;
 	memset(&a, 0, sizeof(a));
@@ -198,7 +201,7 @@ static int to_state(struct ibv_qp *qp, enum ibv_qp_state st, uint32_t dest)
 		return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 	return ibv_modify_qp(qp, &a,
 			     IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+				 IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 static int qp_state(struct ibv_qp *qp)
@@ -228,9 +231,11 @@ static int drain(struct ibv_cq *c, struct ibv_wc *wc, int max, int ms)
 
 static void test_null_and_ranges(void)
 {
-	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-				       .cap = { .max_send_wr = 1, .max_recv_wr = 1 } };
-	struct ibv_ah_attr ah = { .port_num = 1 };
+	struct ibv_qp_init_attr ia = {.send_cq = cq,
+				      .recv_cq = cq,
+				      .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 1, .max_recv_wr = 1}};
+	struct ibv_ah_attr ah = {.port_num = 1};
 	struct ibv_port_attr pa;
 	struct ibv_device_attr da;
 	struct ibv_qp_attr qa;
@@ -251,9 +256,10 @@ static void test_null_and_ranges(void)
 		    "reg_mr(NULL addr)");
 	EXPECT_NULL(ibv_reg_mr(pd, buf, 0, IBV_ACCESS_LOCAL_WRITE), EINVAL, "length",
 		    "reg_mr(length 0)");
-	EXPECT_NULL(ibv_reg_mr(pd, buf, (size_t)1 << 41, IBV_ACCESS_LOCAL_WRITE), EINVAL,
-		    "length", "reg_mr(length > max_mr_size)");
-	hole = mmap(NULL, (size_t)pg * 3, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	EXPECT_NULL(ibv_reg_mr(pd, buf, (size_t)1 << 41, IBV_ACCESS_LOCAL_WRITE), EINVAL, "length",
+		    "reg_mr(length > max_mr_size)");
+	hole =
+	    mmap(NULL, (size_t)pg * 3, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	munmap((char *)hole + pg, (size_t)pg); /* a hole in the middle */
 	EXPECT_NULL(ibv_reg_mr(pd, hole, (size_t)pg * 3, IBV_ACCESS_LOCAL_WRITE), EFAULT, "mapped",
 		    "reg_mr(range with an unmapped page)");
@@ -311,8 +317,7 @@ static void test_null_and_ranges(void)
 		    "create_qp(max_inline_data)");
 	ia.cap.max_inline_data = 0;
 	ia.qp_type = IBV_QPT_RAW_PACKET;
-	EXPECT_NULL(ibv_create_qp(pd, &ia), EOPNOTSUPP, "not supported",
-		    "create_qp(RAW_PACKET)");
+	EXPECT_NULL(ibv_create_qp(pd, &ia), EOPNOTSUPP, "not supported", "create_qp(RAW_PACKET)");
 	ia.qp_type = (enum ibv_qp_type)77;
 	EXPECT_NULL(ibv_create_qp(pd, &ia), EOPNOTSUPP, "not supported", "create_qp(type 77)");
 	EXPECT_RET(ibv_destroy_qp(NULL), EINVAL, NULL, "destroy_qp(NULL)");
@@ -337,10 +342,12 @@ static void test_busy(void)
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 	struct ibv_cq *c = ibv_create_cq(ctx, 8, NULL, ch, 0);
 	struct ibv_mr *m = ibv_reg_mr(p, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
-	struct ibv_qp_init_attr ia = { .send_cq = c, .recv_cq = c, .qp_type = IBV_QPT_RC,
-				       .cap = { .max_send_wr = 1, .max_recv_wr = 1 } };
-	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1, .grh = { .dgid = gid } };
-	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_qp_init_attr ia = {.send_cq = c,
+				      .recv_cq = c,
+				      .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 1, .max_recv_wr = 1}};
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid}};
+	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
 	struct ibv_srq *srq;
 	struct ibv_qp *qp;
 	struct ibv_ah *ah;
@@ -368,7 +375,7 @@ static void test_busy(void)
 	EXPECT_RET(ibv_destroy_srq(srq), EBUSY, "still use", "destroy_srq used by a QP");
 	EXPECT_RET(ibv_dealloc_pd(p), EBUSY, "still used", "dealloc_pd with an SRQ and a QP");
 	{
-		struct ibv_recv_wr wr = { .wr_id = 1 }, *bad = NULL;
+		struct ibv_recv_wr wr = {.wr_id = 1}, *bad = NULL;
 
 		EXPECT_RET(ibv_post_recv(qp, &wr, &bad), EINVAL, "SRQ", "post_recv on an SRQ QP");
 		CHECK(bad == &wr, "bad_wr is the WR");
@@ -386,14 +393,17 @@ static void test_more(void)
 	struct ibv_context *ctx2 = ibv_open_device(ctx->device);
 	struct ibv_cq *cq2 = ctx2 ? ibv_create_cq(ctx2, 4, NULL, NULL, 0) : NULL;
 	struct ibv_comp_channel *ch2 = ctx2 ? ibv_create_comp_channel(ctx2) : NULL;
-	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq2, .qp_type = IBV_QPT_RC,
-				       .cap = { .max_send_wr = 1, .max_recv_wr = 1 } };
-	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 0, .max_sge = 1 } };
+	struct ibv_qp_init_attr ia = {.send_cq = cq,
+				      .recv_cq = cq2,
+				      .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 1, .max_recv_wr = 1}};
+	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 0, .max_sge = 1}};
 	long pg = sysconf(_SC_PAGESIZE);
 	uint8_t *ro;
 
 	CHECK(ctx2 && cq2 && ch2, "a second context");
-	EXPECT_NULL(ibv_create_qp(pd, &ia), EINVAL, "context", "create_qp with a CQ of another context");
+	EXPECT_NULL(ibv_create_qp(pd, &ia), EINVAL, "context",
+		    "create_qp with a CQ of another context");
 	EXPECT_NULL(ibv_create_cq(ctx, 4, NULL, ch2, 0), EINVAL, "context",
 		    "create_cq with a channel of another context");
 	ibv_destroy_comp_channel(ch2);
@@ -404,13 +414,14 @@ static void test_more(void)
 	 * refuses write access to the first and any access to the second;
 	 * so does uroce, else a peer's WRITE would fault in the library */
 	ro = mmap(NULL, (size_t)pg * 2, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	EXPECT_NULL(ibv_reg_mr(pd, ro, (size_t)pg * 2,
-			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
-		    EFAULT, "writable", "reg_mr(read-only memory, REMOTE_WRITE)");
+	EXPECT_NULL(
+	    ibv_reg_mr(pd, ro, (size_t)pg * 2, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+	    EFAULT, "writable", "reg_mr(read-only memory, REMOTE_WRITE)");
 	{
 		struct ibv_mr *m = ibv_reg_mr(pd, ro, (size_t)pg * 2, IBV_ACCESS_REMOTE_READ);
 
-		CHECK(m != NULL, "reg_mr(read-only memory, REMOTE_READ) works: %s", strerror(errno));
+		CHECK(m != NULL, "reg_mr(read-only memory, REMOTE_READ) works: %s",
+		      strerror(errno));
 		if (m) {
 			int r;
 
@@ -419,7 +430,7 @@ static void test_more(void)
 			r = ibv_rereg_mr(m, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
 					 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 			CHECK(r == IBV_REREG_MR_ERR_INPUT && errno == EFAULT &&
-				      explained(cap_end(), "writable"),
+				  explained(cap_end(), "writable"),
 			      "rereg_mr adding LOCAL_WRITE on read-only memory: %d %s", r,
 			      strerror(errno));
 			ibv_dereg_mr(m);
@@ -441,20 +452,20 @@ static void test_more(void)
 
 	/* an XRC domain and a CQ used by an XRC SRQ */
 	{
-		struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD |
-							      IBV_XRCD_INIT_ATTR_OFLAGS,
-						 .fd = -1,
-						 .oflags = O_CREAT };
+		struct ibv_xrcd_init_attr xa = {.comp_mask = IBV_XRCD_INIT_ATTR_FD |
+							     IBV_XRCD_INIT_ATTR_OFLAGS,
+						.fd = -1,
+						.oflags = O_CREAT};
 		struct ibv_xrcd *x = ibv_open_xrcd(ctx, &xa);
 		struct ibv_cq *c = ibv_create_cq(ctx, 4, NULL, NULL, 0);
 		struct ibv_srq_init_attr_ex se = {
-			.attr = { .max_wr = 4, .max_sge = 1 },
-			.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-				     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
-			.srq_type = IBV_SRQT_XRC,
-			.pd = pd,
-			.xrcd = x,
-			.cq = c,
+		    .attr = {.max_wr = 4, .max_sge = 1},
+		    .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+				 IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
+		    .srq_type = IBV_SRQT_XRC,
+		    .pd = pd,
+		    .xrcd = x,
+		    .cq = c,
 		};
 		struct ibv_srq *s = x && c ? ibv_create_srq_ex(ctx, &se) : NULL;
 
@@ -469,11 +480,13 @@ static void test_more(void)
 	{
 		struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 		struct ibv_cq *c = ibv_create_cq(ctx, 4, NULL, ch, 0), *ec = NULL;
-		struct ibv_qp_init_attr qa = { .send_cq = c, .recv_cq = c, .qp_type = IBV_QPT_RC,
-					       .cap = { .max_send_wr = 1, .max_recv_wr = 1 } };
+		struct ibv_qp_init_attr qa = {.send_cq = c,
+					      .recv_cq = c,
+					      .qp_type = IBV_QPT_RC,
+					      .cap = {.max_send_wr = 1, .max_recv_wr = 1}};
 		struct ibv_qp *qp = ibv_create_qp(pd, &qa);
-		struct ibv_recv_wr r = { .wr_id = 1 }, *rb;
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+		struct ibv_recv_wr r = {.wr_id = 1}, *rb;
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 		void *cctx;
 
 		to_state(qp, IBV_QPS_INIT, 0);
@@ -502,8 +515,11 @@ static void empty_cq(void)
 
 static struct ibv_send_wr send_wr(struct ibv_sge *sg, uint64_t id)
 {
-	struct ibv_send_wr wr = { .wr_id = id, .sg_list = sg, .num_sge = 1,
-				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = sg,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED};
 
 	return wr;
 }
@@ -511,16 +527,16 @@ static struct ibv_send_wr send_wr(struct ibv_sge *sg, uint64_t id)
 /* Posting to a QP that is not ready: EINVAL, bad_wr the first WR. */
 static void test_post_states(void)
 {
-	static const enum ibv_qp_state st[] = { IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR };
-	struct ibv_sge sg = { .addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey };
+	static const enum ibv_qp_state st[] = {IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR};
+	struct ibv_sge sg = {.addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey};
 
 	for (int t = 0; t < 2; t++) {
 		enum ibv_qp_type type = t ? IBV_QPT_UD : IBV_QPT_RC;
 
 		for (unsigned int i = 0; i < 3; i++) {
 			struct ibv_qp *qp = make_qp(type, 4, 4);
-			struct ibv_send_wr wr[2] = { send_wr(&sg, 1), send_wr(&sg, 2) }, *bad = NULL;
-			struct ibv_recv_wr rwr = { .wr_id = 3, .sg_list = &sg, .num_sge = 1 },
+			struct ibv_send_wr wr[2] = {send_wr(&sg, 1), send_wr(&sg, 2)}, *bad = NULL;
+			struct ibv_recv_wr rwr = {.wr_id = 3, .sg_list = &sg, .num_sge = 1},
 					   *rbad = NULL;
 			char what[64];
 
@@ -530,7 +546,7 @@ static void test_post_states(void)
 			}
 			wr[0].next = &wr[1];
 			snprintf(what, sizeof(what), "%s post_send in %s", t ? "UD" : "RC",
-				 st[i] == IBV_QPS_RESET ? "RESET"
+				 st[i] == IBV_QPS_RESET	 ? "RESET"
 				 : st[i] == IBV_QPS_INIT ? "INIT"
 							 : "RTR");
 			EXPECT_RET(ibv_post_send(qp, wr, &bad), EINVAL, "RTS", what);
@@ -562,7 +578,7 @@ static void test_overflow(void)
 	struct ibv_qp *qp = make_qp(IBV_QPT_RC, 4, 4);
 	struct ibv_send_wr wr[6], *bad = NULL;
 	struct ibv_recv_wr rwr[6], *rbad = NULL;
-	struct ibv_sge sg = { .addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey };
+	struct ibv_sge sg = {.addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey};
 	struct ibv_wc wc[16];
 
 	empty_cq();
@@ -571,8 +587,10 @@ static void test_overflow(void)
 	for (int i = 0; i < 6; i++) {
 		wr[i] = send_wr(&sg, (uint64_t)i);
 		wr[i].next = i < 5 ? &wr[i + 1] : NULL;
-		rwr[i] = (struct ibv_recv_wr){ .wr_id = (uint64_t)i, .sg_list = &sg, .num_sge = 1,
-					      .next = i < 5 ? &rwr[i + 1] : NULL };
+		rwr[i] = (struct ibv_recv_wr){.wr_id = (uint64_t)i,
+					      .sg_list = &sg,
+					      .num_sge = 1,
+					      .next = i < 5 ? &rwr[i + 1] : NULL};
 	}
 	EXPECT_RET(ibv_post_send(qp, wr, &bad), ENOMEM, "full", "6 sends on a 4-deep SQ");
 	CHECK(bad == &wr[4], "bad_wr is the 5th WR (got index %ld)", bad ? (long)(bad - wr) : -1L);
@@ -586,7 +604,7 @@ static void test_overflow(void)
 	CHECK(to_uqp(qp)->rq.head - to_uqp(qp)->rq.tail == 4, "the first 4 receives are posted");
 	/* in ERR every WR is accepted and flushed (IBTA 10.3.1) */
 	{
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 
 		ibv_modify_qp(qp, &a, IBV_QP_STATE);
 	}
@@ -603,8 +621,8 @@ static void test_overflow(void)
 static void test_bad_wr_in_list(void)
 {
 	struct ibv_qp *a = make_qp(IBV_QPT_RC, 16, 16), *b = make_qp(IBV_QPT_RC, 16, 16);
-	struct ibv_sge sg = { .addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey };
-	struct ibv_sge rsg = { .addr = (uintptr_t)buf + 4096, .length = 64, .lkey = mr->lkey };
+	struct ibv_sge sg = {.addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey};
+	struct ibv_sge rsg = {.addr = (uintptr_t)buf + 4096, .length = 64, .lkey = mr->lkey};
 	struct ibv_sge many[5];
 	struct ibv_send_wr wr[5], *bad = NULL;
 	struct ibv_wc wc[16];
@@ -615,8 +633,9 @@ static void test_bad_wr_in_list(void)
 	to_state(a, IBV_QPS_RTS, b->qp_num);
 	to_state(b, IBV_QPS_RTS, a->qp_num);
 	for (int i = 0; i < 8; i++) {
-		struct ibv_recv_wr r = { .wr_id = 100u + (unsigned int)i, .sg_list = &rsg,
-					 .num_sge = 1 },
+		struct ibv_recv_wr r = {.wr_id = 100u + (unsigned int)i,
+					.sg_list = &rsg,
+					.num_sge = 1},
 				   *rb;
 
 		ibv_post_recv(b, &r, &rb);
@@ -651,7 +670,7 @@ static void test_bad_wr_in_list(void)
 	{
 		struct ibv_send_wr w = send_wr(&sg, 9);
 		uint8_t big[UROCE_MAX_INLINE + 1];
-		struct ibv_sge isg = { .addr = (uintptr_t)big, .length = 65 };
+		struct ibv_sge isg = {.addr = (uintptr_t)big, .length = 65};
 
 		memset(big, 1, sizeof(big));
 		w.send_flags |= IBV_SEND_INLINE;
@@ -665,7 +684,8 @@ static void test_bad_wr_in_list(void)
 		w = send_wr(&isg, 9);
 		isg.length = 4;
 		w.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-		EXPECT_RET(ibv_post_send(a, &w, &bad), EINVAL, "8-byte", "atomic with a 4-byte SGE");
+		EXPECT_RET(ibv_post_send(a, &w, &bad), EINVAL, "8-byte",
+			   "atomic with a 4-byte SGE");
 		w = send_wr(&sg, 9);
 		w.opcode = (enum ibv_wr_opcode)99;
 		EXPECT_RET(ibv_post_send(a, &w, &bad), EINVAL, "opcode", "opcode 99");
@@ -674,7 +694,7 @@ static void test_bad_wr_in_list(void)
 		EXPECT_RET(ibv_post_send(a, &w, &bad), EINVAL, "num_sge", "num_sge -1");
 	}
 	{
-		struct ibv_recv_wr r = { .wr_id = 1, .sg_list = many, .num_sge = 5 }, *rb = NULL;
+		struct ibv_recv_wr r = {.wr_id = 1, .sg_list = many, .num_sge = 5}, *rb = NULL;
 
 		EXPECT_RET(ibv_post_recv(b, &r, &rb), EINVAL, "num_sge",
 			   "receive with 5 SGEs, max_recv_sge 4");
@@ -690,18 +710,15 @@ static void test_bad_wr_in_list(void)
 static void test_transport_opcodes(void)
 {
 	struct ibv_qp *ud = make_qp(IBV_QPT_UD, 8, 8), *uc = make_qp(IBV_QPT_UC, 8, 8);
-	struct ibv_sge sg = { .addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey };
-	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1, .grh = { .dgid = gid } };
+	struct ibv_sge sg = {.addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey};
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid}};
 	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
-	static const enum ibv_wr_opcode ud_bad[] = { IBV_WR_RDMA_WRITE,
-						     IBV_WR_RDMA_WRITE_WITH_IMM,
-						     IBV_WR_RDMA_READ,
-						     IBV_WR_ATOMIC_CMP_AND_SWP,
-						     IBV_WR_ATOMIC_FETCH_AND_ADD,
-						     IBV_WR_SEND_WITH_INV,
-						     IBV_WR_LOCAL_INV };
-	static const enum ibv_wr_opcode uc_bad[] = { IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP,
-						     IBV_WR_ATOMIC_FETCH_AND_ADD };
+	static const enum ibv_wr_opcode ud_bad[] = {
+	    IBV_WR_RDMA_WRITE,	       IBV_WR_RDMA_WRITE_WITH_IMM,  IBV_WR_RDMA_READ,
+	    IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_SEND_WITH_INV,
+	    IBV_WR_LOCAL_INV};
+	static const enum ibv_wr_opcode uc_bad[] = {IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP,
+						    IBV_WR_ATOMIC_FETCH_AND_ADD};
 	struct ibv_send_wr w[2], *bad;
 	struct ibv_wc wc[8];
 
@@ -717,7 +734,8 @@ static void test_transport_opcodes(void)
 		w[0].wr.ud.ah = ah;
 		w[0].wr.ud.remote_qpn = ud->qp_num;
 		w[0].wr.ud.remote_qkey = 0x11;
-		if (ud_bad[i] == IBV_WR_ATOMIC_CMP_AND_SWP || ud_bad[i] == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		if (ud_bad[i] == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		    ud_bad[i] == IBV_WR_ATOMIC_FETCH_AND_ADD)
 			sg.length = 8;
 		snprintf(what, sizeof(what), "UD opcode %d", ud_bad[i]);
 		EXPECT_RET(ibv_post_send(ud, w, &bad), EINVAL, "UD", what);
@@ -737,15 +755,16 @@ static void test_transport_opcodes(void)
 	w[0].wr.ud.remote_qpn = ud->qp_num;
 	w[0].wr.ud.remote_qkey = 0x11;
 	{
-		struct ibv_sge big = { .addr = (uintptr_t)buf, .length = 8192, .lkey = mr->lkey };
+		struct ibv_sge big = {.addr = (uintptr_t)buf, .length = 8192, .lkey = mr->lkey};
 
 		w[1] = w[0];
 		w[1].sg_list = &big;
 		w[0].next = &w[1];
-		EXPECT_RET(ibv_post_send(ud, w, &bad), EINVAL, "MTU", "UD send larger than the MTU");
+		EXPECT_RET(ibv_post_send(ud, w, &bad), EINVAL, "MTU",
+			   "UD send larger than the MTU");
 		CHECK(bad == &w[1], "bad_wr is the second WR");
 		CHECK(drain(cq, wc, 8, 200) >= 1 && wc[0].wr_id == 1 &&
-			      wc[0].status == IBV_WC_SUCCESS,
+			  wc[0].status == IBV_WC_SUCCESS,
 		      "the first UD WR was sent");
 	}
 	ibv_destroy_qp(ud);
@@ -763,24 +782,78 @@ struct mod_case {
 	void (*set)(struct ibv_qp_attr *a);
 };
 
-static void set_port2(struct ibv_qp_attr *a) { a->port_num = 2; }
-static void set_pkey1(struct ibv_qp_attr *a) { a->pkey_index = 1; }
-static void set_access_bad(struct ibv_qp_attr *a) { a->qp_access_flags = 1u << 20; }
-static void set_mtu7(struct ibv_qp_attr *a) { a->path_mtu = (enum ibv_mtu)7; }
-static void set_mtu0(struct ibv_qp_attr *a) { a->path_mtu = (enum ibv_mtu)0; }
-static void set_dqpn(struct ibv_qp_attr *a) { a->dest_qp_num = 1u << 24; }
-static void set_rqpsn(struct ibv_qp_attr *a) { a->rq_psn = 1u << 24; }
-static void set_dest_rd(struct ibv_qp_attr *a) { a->max_dest_rd_atomic = 17; }
-static void set_rnr_timer(struct ibv_qp_attr *a) { a->min_rnr_timer = 32; }
-static void set_no_grh(struct ibv_qp_attr *a) { a->ah_attr.is_global = 0; }
-static void set_sgid(struct ibv_qp_attr *a) { a->ah_attr.grh.sgid_index = 200; }
-static void set_timeout(struct ibv_qp_attr *a) { a->timeout = 32; }
-static void set_retry(struct ibv_qp_attr *a) { a->retry_cnt = 8; }
-static void set_rnr_retry(struct ibv_qp_attr *a) { a->rnr_retry = 8; }
-static void set_rd(struct ibv_qp_attr *a) { a->max_rd_atomic = 17; }
-static void set_sqpsn(struct ibv_qp_attr *a) { a->sq_psn = 1u << 24; }
-static void set_cur_wrong(struct ibv_qp_attr *a) { a->cur_qp_state = IBV_QPS_SQD; }
-static void set_nothing(struct ibv_qp_attr *a) { (void)a; }
+static void set_port2(struct ibv_qp_attr *a)
+{
+	a->port_num = 2;
+}
+static void set_pkey1(struct ibv_qp_attr *a)
+{
+	a->pkey_index = 1;
+}
+static void set_access_bad(struct ibv_qp_attr *a)
+{
+	a->qp_access_flags = 1u << 20;
+}
+static void set_mtu7(struct ibv_qp_attr *a)
+{
+	a->path_mtu = (enum ibv_mtu)7;
+}
+static void set_mtu0(struct ibv_qp_attr *a)
+{
+	a->path_mtu = (enum ibv_mtu)0;
+}
+static void set_dqpn(struct ibv_qp_attr *a)
+{
+	a->dest_qp_num = 1u << 24;
+}
+static void set_rqpsn(struct ibv_qp_attr *a)
+{
+	a->rq_psn = 1u << 24;
+}
+static void set_dest_rd(struct ibv_qp_attr *a)
+{
+	a->max_dest_rd_atomic = 17;
+}
+static void set_rnr_timer(struct ibv_qp_attr *a)
+{
+	a->min_rnr_timer = 32;
+}
+static void set_no_grh(struct ibv_qp_attr *a)
+{
+	a->ah_attr.is_global = 0;
+}
+static void set_sgid(struct ibv_qp_attr *a)
+{
+	a->ah_attr.grh.sgid_index = 200;
+}
+static void set_timeout(struct ibv_qp_attr *a)
+{
+	a->timeout = 32;
+}
+static void set_retry(struct ibv_qp_attr *a)
+{
+	a->retry_cnt = 8;
+}
+static void set_rnr_retry(struct ibv_qp_attr *a)
+{
+	a->rnr_retry = 8;
+}
+static void set_rd(struct ibv_qp_attr *a)
+{
+	a->max_rd_atomic = 17;
+}
+static void set_sqpsn(struct ibv_qp_attr *a)
+{
+	a->sq_psn = 1u << 24;
+}
+static void set_cur_wrong(struct ibv_qp_attr *a)
+{
+	a->cur_qp_state = IBV_QPS_SQD;
+}
+static void set_nothing(struct ibv_qp_attr *a)
+{
+	(void)a;
+}
 
 #define M_INIT (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)
 #define M_RTR                                                                                      \
@@ -818,53 +891,54 @@ static void modify_cases(struct ibv_qp *qp, enum ibv_qp_state from, enum ibv_qp_
 static void test_modify_qp(void)
 {
 	static const struct mod_case reset[] = {
-		{ "missing ACCESS_FLAGS", "missing IBV_QP_ACCESS_FLAGS", M_INIT & ~IBV_QP_ACCESS_FLAGS,
-		  set_nothing },
-		{ "missing PORT", "missing IBV_QP_PORT", M_INIT & ~IBV_QP_PORT, set_nothing },
-		{ "SQ_PSN in RESET->INIT", "IBV_QP_SQ_PSN not allowed", M_INIT | IBV_QP_SQ_PSN,
-		  set_nothing },
-		{ "QKEY on an RC QP", "IBV_QP_QKEY not allowed", M_INIT | IBV_QP_QKEY, set_nothing },
-		{ "unknown mask bit", "not allowed", M_INIT | (1 << 30), set_nothing },
-		{ "port 2", "port_num", M_INIT, set_port2 },
-		{ "pkey_index 1", "pkey_index", M_INIT, set_pkey1 },
-		{ "unknown access bit", "qp_access_flags", M_INIT, set_access_bad },
-		{ "CUR_STATE in RESET->INIT", "IBV_QP_CUR_STATE not allowed",
-		  M_INIT | IBV_QP_CUR_STATE, set_nothing },
+	    {"missing ACCESS_FLAGS", "missing IBV_QP_ACCESS_FLAGS", M_INIT & ~IBV_QP_ACCESS_FLAGS,
+	     set_nothing},
+	    {"missing PORT", "missing IBV_QP_PORT", M_INIT & ~IBV_QP_PORT, set_nothing},
+	    {"SQ_PSN in RESET->INIT", "IBV_QP_SQ_PSN not allowed", M_INIT | IBV_QP_SQ_PSN,
+	     set_nothing},
+	    {"QKEY on an RC QP", "IBV_QP_QKEY not allowed", M_INIT | IBV_QP_QKEY, set_nothing},
+	    {"unknown mask bit", "not allowed", M_INIT | (1 << 30), set_nothing},
+	    {"port 2", "port_num", M_INIT, set_port2},
+	    {"pkey_index 1", "pkey_index", M_INIT, set_pkey1},
+	    {"unknown access bit", "qp_access_flags", M_INIT, set_access_bad},
+	    {"CUR_STATE in RESET->INIT", "IBV_QP_CUR_STATE not allowed", M_INIT | IBV_QP_CUR_STATE,
+	     set_nothing},
 	};
 	static const struct mod_case init[] = {
-		{ "missing AV", "missing IBV_QP_AV", M_RTR & ~IBV_QP_AV, set_nothing },
-		{ "missing RQ_PSN", "missing IBV_QP_RQ_PSN", M_RTR & ~IBV_QP_RQ_PSN, set_nothing },
-		{ "missing MAX_DEST_RD_ATOMIC", "missing IBV_QP_MAX_DEST_RD_ATOMIC",
-		  M_RTR & ~IBV_QP_MAX_DEST_RD_ATOMIC, set_nothing },
-		{ "TIMEOUT in INIT->RTR", "IBV_QP_TIMEOUT not allowed", M_RTR | IBV_QP_TIMEOUT,
-		  set_nothing },
-		{ "path_mtu 7", "path_mtu", M_RTR, set_mtu7 },
-		{ "path_mtu 0", "path_mtu", M_RTR, set_mtu0 },
-		{ "dest_qp_num 2^24", "dest_qp_num", M_RTR, set_dqpn },
-		{ "rq_psn 2^24", "rq_psn", M_RTR, set_rqpsn },
-		{ "max_dest_rd_atomic 17", "max_dest_rd_atomic", M_RTR, set_dest_rd },
-		{ "min_rnr_timer 32", "min_rnr_timer", M_RTR, set_rnr_timer },
-		{ "no GRH", "GRH", M_RTR, set_no_grh },
-		{ "sgid_index 200", "sgid_index", M_RTR, set_sgid },
+	    {"missing AV", "missing IBV_QP_AV", M_RTR & ~IBV_QP_AV, set_nothing},
+	    {"missing RQ_PSN", "missing IBV_QP_RQ_PSN", M_RTR & ~IBV_QP_RQ_PSN, set_nothing},
+	    {"missing MAX_DEST_RD_ATOMIC", "missing IBV_QP_MAX_DEST_RD_ATOMIC",
+	     M_RTR & ~IBV_QP_MAX_DEST_RD_ATOMIC, set_nothing},
+	    {"TIMEOUT in INIT->RTR", "IBV_QP_TIMEOUT not allowed", M_RTR | IBV_QP_TIMEOUT,
+	     set_nothing},
+	    {"path_mtu 7", "path_mtu", M_RTR, set_mtu7},
+	    {"path_mtu 0", "path_mtu", M_RTR, set_mtu0},
+	    {"dest_qp_num 2^24", "dest_qp_num", M_RTR, set_dqpn},
+	    {"rq_psn 2^24", "rq_psn", M_RTR, set_rqpsn},
+	    {"max_dest_rd_atomic 17", "max_dest_rd_atomic", M_RTR, set_dest_rd},
+	    {"min_rnr_timer 32", "min_rnr_timer", M_RTR, set_rnr_timer},
+	    {"no GRH", "GRH", M_RTR, set_no_grh},
+	    {"sgid_index 200", "sgid_index", M_RTR, set_sgid},
 	};
 	static const struct mod_case rtr[] = {
-		{ "missing SQ_PSN", "missing IBV_QP_SQ_PSN", M_RTS & ~IBV_QP_SQ_PSN, set_nothing },
-		{ "missing TIMEOUT", "missing IBV_QP_TIMEOUT", M_RTS & ~IBV_QP_TIMEOUT, set_nothing },
-		{ "AV in RTR->RTS", "IBV_QP_AV not allowed", M_RTS | IBV_QP_AV, set_nothing },
-		{ "timeout 32", "timeout", M_RTS, set_timeout },
-		{ "retry_cnt 8", "retry_cnt", M_RTS, set_retry },
-		{ "rnr_retry 8", "rnr_retry", M_RTS, set_rnr_retry },
-		{ "max_rd_atomic 17", "max_rd_atomic", M_RTS, set_rd },
-		{ "sq_psn 2^24", "sq_psn", M_RTS, set_sqpsn },
-		{ "wrong cur_qp_state", "cur_qp_state", M_RTS | IBV_QP_CUR_STATE, set_cur_wrong },
+	    {"missing SQ_PSN", "missing IBV_QP_SQ_PSN", M_RTS & ~IBV_QP_SQ_PSN, set_nothing},
+	    {"missing TIMEOUT", "missing IBV_QP_TIMEOUT", M_RTS & ~IBV_QP_TIMEOUT, set_nothing},
+	    {"AV in RTR->RTS", "IBV_QP_AV not allowed", M_RTS | IBV_QP_AV, set_nothing},
+	    {"timeout 32", "timeout", M_RTS, set_timeout},
+	    {"retry_cnt 8", "retry_cnt", M_RTS, set_retry},
+	    {"rnr_retry 8", "rnr_retry", M_RTS, set_rnr_retry},
+	    {"max_rd_atomic 17", "max_rd_atomic", M_RTS, set_rd},
+	    {"sq_psn 2^24", "sq_psn", M_RTS, set_sqpsn},
+	    {"wrong cur_qp_state", "cur_qp_state", M_RTS | IBV_QP_CUR_STATE, set_cur_wrong},
 	};
 	static const struct mod_case illegal[] = {
-		{ "RESET->RTS", "illegal transition", IBV_QP_STATE, set_nothing },
+	    {"RESET->RTS", "illegal transition", IBV_QP_STATE, set_nothing},
 	};
 	struct ibv_qp *qp = make_qp(IBV_QPT_RC, 4, 4), *ud = make_qp(IBV_QPT_UD, 4, 4);
 	struct ibv_qp_attr a;
 
-	modify_cases(qp, IBV_QPS_RESET, IBV_QPS_INIT, reset, (int)(sizeof(reset) / sizeof(reset[0])));
+	modify_cases(qp, IBV_QPS_RESET, IBV_QPS_INIT, reset,
+		     (int)(sizeof(reset) / sizeof(reset[0])));
 	modify_cases(qp, IBV_QPS_RESET, IBV_QPS_RTS, illegal, 1);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_ERR;
@@ -897,8 +971,7 @@ int main(void)
 {
 	struct ibv_device **list;
 	struct ibv_device *dev = NULL;
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sa);
 	int n;
 

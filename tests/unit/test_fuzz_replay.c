@@ -32,8 +32,8 @@ int main(void)
 	} else { /* next to this file */
 		const char *slash = strrchr(__FILE__, '/');
 
-		snprintf(dir, sizeof(dir), "%.*s/../fuzz/corpus", slash ? (int)(slash - __FILE__) : 1,
-			 slash ? __FILE__ : ".");
+		snprintf(dir, sizeof(dir), "%.*s/../fuzz/corpus",
+			 slash ? (int)(slash - __FILE__) : 1, slash ? __FILE__ : ".");
 	}
 	d = opendir(dir);
 	if (!d) {

@@ -54,9 +54,9 @@ static unsigned int passed, failed;
 
 enum mr_id { M_ALL, M_NOREAD, M_NOATOMIC, M_PD2, M_DEAD, M_TOP, M_SKEW, M_RECV, M_NUM };
 
-static const char *const mr_name[M_NUM] = { "all-access", "no-remote-read", "no-remote-atomic",
-					    "other-PD",	  "deregistered",   "iova-at-2^64",
-					    "iova-skewed", "receive" };
+static const char *const mr_name[M_NUM] = {"all-access",  "no-remote-read", "no-remote-atomic",
+					   "other-PD",	  "deregistered",   "iova-at-2^64",
+					   "iova-skewed", "receive"};
 
 static struct {
 	struct ibv_context *ctx;
@@ -154,7 +154,7 @@ struct reply {
 static int sink_get(struct reply *r, int timeout_ms)
 {
 	uint8_t b[9000];
-	struct pollfd pfd = { .fd = T.sink, .events = POLLIN };
+	struct pollfd pfd = {.fd = T.sink, .events = POLLIN};
 	struct uroce_pkt p;
 	ssize_t n;
 
@@ -238,7 +238,7 @@ static uint64_t cnt_dev(size_t off)
 {
 	return atomic_load((_Atomic uint64_t *)((char *)T.uctx->cnt + off));
 }
-#define DEV(field) cnt_dev(offsetof(struct uroce_counters, field))
+#define DEV(field)     cnt_dev(offsetof(struct uroce_counters, field))
 #define QPC(qp, field) atomic_load(&to_uqp(qp)->stats->c.field)
 
 /* ---- QPs ---- */
@@ -288,9 +288,9 @@ static void modify(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 /* RESET and up to state again (RTS by default), answering to the sink. */
 static void qp_fresh_to(struct ibv_qp *qp, enum ibv_qp_state upto, unsigned int access)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
-	bool ud = qp->qp_type == IBV_QPT_UD, conn_resp = qp->qp_type == IBV_QPT_RC ||
-							 qp->qp_type == IBV_QPT_XRC_RECV;
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RESET};
+	bool ud = qp->qp_type == IBV_QPT_UD,
+	     conn_resp = qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_XRC_RECV;
 	int mask;
 
 	modify(qp, &a, IBV_QP_STATE);
@@ -303,7 +303,7 @@ static void qp_fresh_to(struct ibv_qp *qp, enum ibv_qp_state upto, unsigned int 
 	a.qp_access_flags = access;
 	modify(qp, &a,
 	       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-		       (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
+		   (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
 	if (upto == IBV_QPS_INIT)
 		return;
 	memset(&a, 0, sizeof(a));
@@ -351,11 +351,13 @@ static void qp_fresh_to(struct ibv_qp *qp, enum ibv_qp_state upto, unsigned int 
 static void post_recvs(struct ibv_qp *qp, int slot, uint32_t len)
 {
 	for (int i = 0; i < NRECV; i++) {
-		struct ibv_sge sg = { .addr = (uintptr_t)mem(M_RECV) + (uint32_t)(slot * NRECV + i) * RBUF,
-				      .length = len,
-				      .lkey = T.key[M_RECV] };
-		struct ibv_recv_wr wr = { .wr_id = (uint64_t)(slot * NRECV + i), .sg_list = &sg,
-					  .num_sge = 1 },
+		struct ibv_sge sg = {.addr = (uintptr_t)mem(M_RECV) +
+					     (uint32_t)(slot * NRECV + i) * RBUF,
+				     .length = len,
+				     .lkey = T.key[M_RECV]};
+		struct ibv_recv_wr wr = {.wr_id = (uint64_t)(slot * NRECV + i),
+					 .sg_list = &sg,
+					 .num_sge = 1},
 				   *bad;
 
 		if (ibv_post_recv(qp, &wr, &bad)) {
@@ -444,7 +446,7 @@ static void test_truncated(void)
 /* A corrupted bit anywhere the ICRC covers: silently dropped. */
 static void test_bad_icrc(void)
 {
-	static const uint32_t where[] = { 8, 9, 10, 11, 12, 20, 40, 80, 95 };
+	static const uint32_t where[] = {8, 9, 10, 11, 12, 20, 40, 80, 95};
 	uint64_t d0 = DEV(rx_drop_icrc);
 
 	fresh(T.rc, ACC_ALL);
@@ -492,7 +494,7 @@ static void test_unknown_opcodes(void)
 	      (unsigned long long)(DEV(rx_drop_parse) - d0));
 	CHECK(expect_reply(NO_REPLY, 0, 0, "unknown opcodes"), "no reply to unknown opcodes");
 	CHECK(mem_same("unknown opcodes") && to_uqp(T.rc)->resp.psn == PSN0 &&
-		      rq_count(T.rc) == NRECV,
+		  rq_count(T.rc) == NRECV,
 	      "nothing changed");
 }
 
@@ -500,9 +502,9 @@ static void test_unknown_opcodes(void)
 static void test_wrong_qpn(void)
 {
 	uint64_t d0 = DEV(rx_drop_qpn);
-	const uint32_t bad[] = { ((uint32_t)T.ep->port << 8) | 0xfe, ((uint32_t)T.ep->port << 8),
-				 ((uint32_t)(uint16_t)(T.ep->port + 1) << 8) | (qpn_of(T.rc) & 0xff),
-				 0, 0xfffffe };
+	const uint32_t bad[] = {((uint32_t)T.ep->port << 8) | 0xfe, ((uint32_t)T.ep->port << 8),
+				((uint32_t)(uint16_t)(T.ep->port + 1) << 8) | (qpn_of(T.rc) & 0xff),
+				0, 0xfffffe};
 
 	fresh(T.rc, ACC_ALL);
 	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -536,7 +538,7 @@ static void test_psn_window(void)
 	      (unsigned long long)(QPC(T.rc, oos_req) - oos),
 	      (unsigned long long)(QPC(T.rc, naks_tx) - naks));
 	CHECK(qp_state(T.rc) == IBV_QPS_RTS && to_uqp(T.rc)->resp.psn == PSN0 &&
-		      rq_count(T.rc) == NRECV && poll_all(T.cq, wc, 4) == 0,
+		  rq_count(T.rc) == NRECV && poll_all(T.cq, wc, 4) == 0,
 	      "no state change beyond the NAK");
 	CHECK(mem_same("PSN ahead"), "nothing written");
 
@@ -558,7 +560,7 @@ static void test_psn_window(void)
 	send_p();
 	CHECK(expect_reply(ACK_OK, PSN0, 0, "in sequence"), "in-sequence WRITE acknowledged");
 	CHECK(mem_same_except(M_ALL, 32, 16, "in-sequence WRITE") &&
-		      !memcmp(mem(M_ALL) + 32, P.payload, 16),
+		  !memcmp(mem(M_ALL) + 32, P.payload, 16),
 	      "written exactly where asked");
 }
 
@@ -566,7 +568,7 @@ struct access_case {
 	const char *name;
 	uint8_t op;
 	int mr;
-	uint64_t va;	/* offset from the MR's va (M_TOP: absolute) */
+	uint64_t va; /* offset from the MR's va (M_TOP: absolute) */
 	bool absolute;
 	uint32_t len;
 	uint32_t rkey; /* 0: the MR's */
@@ -580,50 +582,50 @@ struct access_case {
 static void test_rkey_checks(void)
 {
 	const struct access_case c[] = {
-		{ "WRITE past the MR end", UR_OPC_WRITE_ONLY, M_ALL, MR_LEN - 8, false, 16, 0,
-		  ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "WRITE before the MR", UR_OPC_WRITE_ONLY, M_ALL, (uint64_t)-8, false, 16, 0,
-		  ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "RETH length past the MR, short payload", UR_OPC_WRITE_FIRST, M_ALL, 0, false,
-		  MR_LEN + 1, 0, ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "RETH length 2^32-1", UR_OPC_WRITE_FIRST, M_ALL, 64, false, 0xffffffffu, 0,
-		  ACC_ALL, NAK(UR_NAK_INVALID_REQ) },
-		{ "RETH length 2^31+1 (> max_msg_sz)", UR_OPC_WRITE_FIRST, M_ALL, 0, false,
-		  0x80000001u, 0, ACC_ALL, NAK(UR_NAK_INVALID_REQ) },
-		{ "WRITE va+len wraps 2^64", UR_OPC_WRITE_ONLY, M_TOP, 0ull - 8, true, 16, 0, ACC_ALL,
-		  NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "WRITE at va 0 after the wrap", UR_OPC_WRITE_ONLY, M_TOP, 0, true, 16, 0, ACC_ALL,
-		  NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "READ va+len wraps 2^64", UR_OPC_READ_REQ, M_TOP, 0ull - 64, true, 128, 0, ACC_ALL,
-		  NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "READ of 2^32-1 bytes", UR_OPC_READ_REQ, M_ALL, 0, false, 0xffffffffu, 0, ACC_ALL,
-		  NAK(UR_NAK_INVALID_REQ) },
-		{ "WRITE with a wrong R_Key", UR_OPC_WRITE_ONLY, M_ALL, 0, false, 16, 0x5a5a5a5a,
-		  ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "WRITE with the R_Key of another PD", UR_OPC_WRITE_ONLY, M_PD2, 0, false, 16, 0,
-		  ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "WRITE with a deregistered MR's R_Key", UR_OPC_WRITE_ONLY, M_DEAD, 0, false, 16, 0,
-		  ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "READ of an MR without REMOTE_READ", UR_OPC_READ_REQ, M_NOREAD, 0, false, 64, 0,
-		  ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "READ through a QP without REMOTE_READ", UR_OPC_READ_REQ, M_ALL, 0, false, 64, 0,
-		  IBV_ACCESS_REMOTE_WRITE, NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "WRITE through a QP without REMOTE_WRITE", UR_OPC_WRITE_ONLY, M_ALL, 0, false, 16,
-		  0, IBV_ACCESS_REMOTE_READ, NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "FETCH_ADD on an MR without REMOTE_ATOMIC", UR_OPC_FETCH_ADD, M_NOATOMIC, 0, false,
-		  8, 0, ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "CMP_SWAP through a QP without REMOTE_ATOMIC", UR_OPC_CMP_SWAP, M_ALL, 0, false, 8,
-		  0, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "misaligned CMP_SWAP", UR_OPC_CMP_SWAP, M_ALL, 4, false, 8, 0, ACC_ALL,
-		  NAK(UR_NAK_INVALID_REQ) },
-		{ "FETCH_ADD at an aligned va, misaligned host address", UR_OPC_FETCH_ADD, M_SKEW,
-		  0, false, 8, 0, ACC_ALL, NAK(UR_NAK_INVALID_REQ) },
-		{ "FETCH_ADD past the MR end", UR_OPC_FETCH_ADD, M_ALL, MR_LEN, false, 8, 0, ACC_ALL,
-		  NAK(UR_NAK_REM_ACCESS_ERR) },
-		{ "FETCH_ADD at 2^64-8 of the wrapping MR", UR_OPC_FETCH_ADD, M_TOP, 0ull - 8, true,
-		  8, 0, ACC_ALL, ACK_OK },
-		{ "FETCH_ADD with the R_Key of another PD", UR_OPC_FETCH_ADD, M_PD2, 0, false, 8, 0,
-		  ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR) },
+	    {"WRITE past the MR end", UR_OPC_WRITE_ONLY, M_ALL, MR_LEN - 8, false, 16, 0, ACC_ALL,
+	     NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"WRITE before the MR", UR_OPC_WRITE_ONLY, M_ALL, (uint64_t)-8, false, 16, 0, ACC_ALL,
+	     NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"RETH length past the MR, short payload", UR_OPC_WRITE_FIRST, M_ALL, 0, false,
+	     MR_LEN + 1, 0, ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"RETH length 2^32-1", UR_OPC_WRITE_FIRST, M_ALL, 64, false, 0xffffffffu, 0, ACC_ALL,
+	     NAK(UR_NAK_INVALID_REQ)},
+	    {"RETH length 2^31+1 (> max_msg_sz)", UR_OPC_WRITE_FIRST, M_ALL, 0, false, 0x80000001u,
+	     0, ACC_ALL, NAK(UR_NAK_INVALID_REQ)},
+	    {"WRITE va+len wraps 2^64", UR_OPC_WRITE_ONLY, M_TOP, 0ull - 8, true, 16, 0, ACC_ALL,
+	     NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"WRITE at va 0 after the wrap", UR_OPC_WRITE_ONLY, M_TOP, 0, true, 16, 0, ACC_ALL,
+	     NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"READ va+len wraps 2^64", UR_OPC_READ_REQ, M_TOP, 0ull - 64, true, 128, 0, ACC_ALL,
+	     NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"READ of 2^32-1 bytes", UR_OPC_READ_REQ, M_ALL, 0, false, 0xffffffffu, 0, ACC_ALL,
+	     NAK(UR_NAK_INVALID_REQ)},
+	    {"WRITE with a wrong R_Key", UR_OPC_WRITE_ONLY, M_ALL, 0, false, 16, 0x5a5a5a5a,
+	     ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"WRITE with the R_Key of another PD", UR_OPC_WRITE_ONLY, M_PD2, 0, false, 16, 0,
+	     ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"WRITE with a deregistered MR's R_Key", UR_OPC_WRITE_ONLY, M_DEAD, 0, false, 16, 0,
+	     ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"READ of an MR without REMOTE_READ", UR_OPC_READ_REQ, M_NOREAD, 0, false, 64, 0,
+	     ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"READ through a QP without REMOTE_READ", UR_OPC_READ_REQ, M_ALL, 0, false, 64, 0,
+	     IBV_ACCESS_REMOTE_WRITE, NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"WRITE through a QP without REMOTE_WRITE", UR_OPC_WRITE_ONLY, M_ALL, 0, false, 16, 0,
+	     IBV_ACCESS_REMOTE_READ, NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"FETCH_ADD on an MR without REMOTE_ATOMIC", UR_OPC_FETCH_ADD, M_NOATOMIC, 0, false, 8,
+	     0, ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"CMP_SWAP through a QP without REMOTE_ATOMIC", UR_OPC_CMP_SWAP, M_ALL, 0, false, 8, 0,
+	     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"misaligned CMP_SWAP", UR_OPC_CMP_SWAP, M_ALL, 4, false, 8, 0, ACC_ALL,
+	     NAK(UR_NAK_INVALID_REQ)},
+	    {"FETCH_ADD at an aligned va, misaligned host address", UR_OPC_FETCH_ADD, M_SKEW, 0,
+	     false, 8, 0, ACC_ALL, NAK(UR_NAK_INVALID_REQ)},
+	    {"FETCH_ADD past the MR end", UR_OPC_FETCH_ADD, M_ALL, MR_LEN, false, 8, 0, ACC_ALL,
+	     NAK(UR_NAK_REM_ACCESS_ERR)},
+	    {"FETCH_ADD at 2^64-8 of the wrapping MR", UR_OPC_FETCH_ADD, M_TOP, 0ull - 8, true, 8,
+	     0, ACC_ALL, ACK_OK},
+	    {"FETCH_ADD with the R_Key of another PD", UR_OPC_FETCH_ADD, M_PD2, 0, false, 8, 0,
+	     ACC_ALL, NAK(UR_NAK_REM_ACCESS_ERR)},
 	};
 
 	for (unsigned int i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
@@ -645,8 +647,7 @@ static void test_rkey_checks(void)
 			ur_reth_set(&P, va, rkey, c[i].len);
 		send_p();
 		if (atomic && ok) {
-			CHECK(!sink_get(&r, 1000) && r.opcode == UR_OPC_ATOMIC_ACK &&
-				      r.psn == PSN0,
+			CHECK(!sink_get(&r, 1000) && r.opcode == UR_OPC_ATOMIC_ACK && r.psn == PSN0,
 			      "%s: ATOMIC ACKNOWLEDGE", c[i].name);
 			CHECK(mem_same_except(c[i].mr, MR_LEN - 8, 8, c[i].name),
 			      "%s: only the 8 bytes changed", c[i].name);
@@ -797,14 +798,14 @@ static void test_ud_qkey(void)
 	send_p();
 	n = poll_all(T.cq, wc, 4);
 	CHECK(n == 1 && wc[0].status == IBV_WC_SUCCESS && wc[0].byte_len == 40 + 32 &&
-		      wc[0].src_qp == 0x123456,
+		  wc[0].src_qp == 0x123456,
 	      "matching Q_Key: received (n %d)", n);
 }
 
 /* A QP that is not ready for packets drops them. */
 static void test_states(void)
 {
-	static const enum ibv_qp_state st[] = { IBV_QPS_RESET, IBV_QPS_INIT };
+	static const enum ibv_qp_state st[] = {IBV_QPS_RESET, IBV_QPS_INIT};
 	struct ibv_wc wc[4];
 
 	for (unsigned int i = 0; i < 2; i++) {
@@ -896,7 +897,7 @@ static void test_xrc(void)
 	n = poll_all(T.cq, wc, 8);
 	CHECK(n == 1 && wc[0].status == IBV_WC_REM_INV_REQ_ERR, "error completion on SRQ 1's CQ");
 	CHECK(qp_state(T.xrc) == IBV_QPS_ERR && srq_count(T.xsrq2) == c2 &&
-		      mem_same_except(M_RECV, 3 * NRECV * RBUF, MTU, "SRQ switch"),
+		  mem_same_except(M_RECV, 3 * NRECV * RBUF, MTU, "SRQ switch"),
 	      "QP in ERR, SRQ 2 untouched");
 	/* same, moved to ERR by the application half way */
 	fresh(T.xrc, ACC_ALL);
@@ -904,7 +905,7 @@ static void test_xrc(void)
 	ur_xrceth_set(&P, T.xsrqn1);
 	send_p();
 	{
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 
 		modify(T.xrc, &a, IBV_QP_STATE);
 	}
@@ -912,10 +913,10 @@ static void test_xrc(void)
 	CHECK(n == 1 && wc[0].status == IBV_WC_WR_FLUSH_ERR, "in-progress receive flushed");
 	/* refill SRQ 1 */
 	for (uint32_t i = srq_count(T.xsrq1); i < c1; i++) {
-		struct ibv_sge sg = { .addr = (uintptr_t)mem(M_RECV) + 3 * NRECV * RBUF,
-				      .length = MTU * 2,
-				      .lkey = T.key[M_RECV] };
-		struct ibv_recv_wr wr = { .wr_id = 77, .sg_list = &sg, .num_sge = 1 }, *bad;
+		struct ibv_sge sg = {.addr = (uintptr_t)mem(M_RECV) + 3 * NRECV * RBUF,
+				     .length = MTU * 2,
+				     .lkey = T.key[M_RECV]};
+		struct ibv_recv_wr wr = {.wr_id = 77, .sg_list = &sg, .num_sge = 1}, *bad;
 
 		ibv_post_srq_recv(T.xsrq1, &wr, &bad);
 	}
@@ -951,9 +952,9 @@ static void test_bogus_responses(void)
 /* The same checks hold on the wire: a datagram from a real UDP socket. */
 static void test_over_udp(void)
 {
-	struct sockaddr_in to = { .sin_family = AF_INET,
-				  .sin_port = htons(T.ep->port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(T.ep->port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct uroce_ipinfo ip = T.from;
 	uint64_t icrc0 = DEV(rx_drop_icrc);
 	struct ibv_wc wc[4];
@@ -984,13 +985,12 @@ static void test_over_udp(void)
 static struct ibv_qp *make_qp(enum ibv_qp_type type, struct ibv_cq *cq)
 {
 	struct ibv_qp_init_attr_ex ia = {
-		.qp_type = type,
-		.send_cq = cq,
-		.recv_cq = cq,
-		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2,
-			 .max_recv_sge = 2 },
-		.comp_mask = IBV_QP_INIT_ATTR_PD,
-		.pd = T.pd,
+	    .qp_type = type,
+	    .send_cq = cq,
+	    .recv_cq = cq,
+	    .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2, .max_recv_sge = 2},
+	    .comp_mask = IBV_QP_INIT_ATTR_PD,
+	    .pd = T.pd,
 	};
 	struct ibv_qp *qp;
 
@@ -1012,13 +1012,13 @@ static struct ibv_srq *make_xsrq(struct ibv_pd *pd, struct ibv_xrcd *x, struct i
 				 uint32_t off)
 {
 	struct ibv_srq_init_attr_ex ia = {
-		.attr = { .max_wr = 8, .max_sge = 1 },
-		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
-			     IBV_SRQ_INIT_ATTR_CQ,
-		.srq_type = IBV_SRQT_XRC,
-		.pd = pd,
-		.xrcd = x,
-		.cq = cq,
+	    .attr = {.max_wr = 8, .max_sge = 1},
+	    .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+			 IBV_SRQ_INIT_ATTR_CQ,
+	    .srq_type = IBV_SRQT_XRC,
+	    .pd = pd,
+	    .xrcd = x,
+	    .cq = cq,
 	};
 	struct ibv_srq *s = ibv_create_srq_ex(T.ctx, &ia);
 
@@ -1027,10 +1027,11 @@ static struct ibv_srq *make_xsrq(struct ibv_pd *pd, struct ibv_xrcd *x, struct i
 		exit(1);
 	}
 	for (int i = 0; i < 8; i++) {
-		struct ibv_sge sg = { .addr = (uintptr_t)mem(m) + off, .length = MTU * 2,
-				      .lkey = T.key[m] };
-		struct ibv_recv_wr wr = { .wr_id = 100u + (unsigned int)i, .sg_list = &sg,
-					  .num_sge = 1 },
+		struct ibv_sge sg = {
+		    .addr = (uintptr_t)mem(m) + off, .length = MTU * 2, .lkey = T.key[m]};
+		struct ibv_recv_wr wr = {.wr_id = 100u + (unsigned int)i,
+					 .sg_list = &sg,
+					 .num_sge = 1},
 				   *bad;
 
 		ibv_post_srq_recv(s, &wr, &bad);
@@ -1040,10 +1041,10 @@ static struct ibv_srq *make_xsrq(struct ibv_pd *pd, struct ibv_xrcd *x, struct i
 
 static struct ibv_xrcd *make_xrcd(void)
 {
-	struct ibv_xrcd_init_attr a = { .comp_mask = IBV_XRCD_INIT_ATTR_FD |
-						     IBV_XRCD_INIT_ATTR_OFLAGS,
-					.fd = -1,
-					.oflags = O_CREAT };
+	struct ibv_xrcd_init_attr a = {.comp_mask =
+					   IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+				       .fd = -1,
+				       .oflags = O_CREAT};
 	struct ibv_xrcd *x = ibv_open_xrcd(T.ctx, &a);
 
 	if (!x) {
@@ -1057,8 +1058,7 @@ static void setup(void)
 {
 	struct ibv_device **list;
 	struct ibv_device *dev = NULL;
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sa);
 	int n;
 

@@ -60,8 +60,7 @@ static uint32_t crc32_bitwise(const uint8_t *p, size_t len)
  * given ID and DF, UDP, BTH with byte 4 masked, the rest. */
 static bool ref_fast; /* uroce_crc32 (checked by test_icrc) instead of bitwise */
 
-static uint32_t ref_icrc(const struct uroce_ipinfo *ip, uint16_t id, const uint8_t *bth,
-			 uint32_t n)
+static uint32_t ref_icrc(const struct uroce_ipinfo *ip, uint16_t id, const uint8_t *bth, uint32_t n)
 {
 	static uint8_t m[8 + 20 + 8 + 8192];
 	uint32_t udp_len = 8 + n + 4;
@@ -117,13 +116,13 @@ static void random_ip(struct uroce_ipinfo *ip)
 static void test_find_id(void)
 {
 	static uint8_t buf[4200];
-	static const uint32_t lens[] = { 12, 16, 20, 28, 40, 44, 268, 1052, 1068, 4108, 4124 };
+	static const uint32_t lens[] = {12, 16, 20, 28, 40, 44, 268, 1052, 1068, 4108, 4124};
 	unsigned ok = 0, total = 0;
 
 	for (unsigned li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
 		for (int t = 0; t < 60; t++) {
 			struct uroce_ipinfo ip;
-			struct uroce_pkt pkt = { .bth = buf, .len = lens[li] + 4 };
+			struct uroce_pkt pkt = {.bth = buf, .len = lens[li] + 4};
 			uint16_t id = (uint16_t)(t == 0 ? 0 : t == 1 ? 0xffff : rnd()), got = 1;
 
 			random_ip(&ip);
@@ -134,7 +133,8 @@ static void test_find_id(void)
 			if (uroce_icrc_ok_any_ipid(&pkt, &ip, &got) && got == id)
 				ok++;
 			else
-				CHECK(0, "len %u id 0x%04x: not found (got 0x%04x)", lens[li], id, got);
+				CHECK(0, "len %u id 0x%04x: not found (got 0x%04x)", lens[li], id,
+				      got);
 			if (id == 0)
 				CHECK(uroce_icrc_ok(&pkt, &ip), "ID 0 must pass the plain check");
 			else
@@ -155,7 +155,7 @@ static void test_corruption(void)
 	const uint32_t n = 1052, trials = 100000;
 	unsigned accepted = 0, plain = 0;
 	struct uroce_ipinfo ip;
-	struct uroce_pkt pkt = { .bth = buf, .len = n + 4 };
+	struct uroce_pkt pkt = {.bth = buf, .len = n + 4};
 
 	ref_fast = true;
 	random_ip(&ip);
@@ -196,9 +196,9 @@ static void test_corruption(void)
 
 static void test_not_v4(void)
 {
-	uint8_t buf[32] = { 0 };
-	struct uroce_ipinfo ip = { .family = AF_INET6 };
-	struct uroce_pkt pkt = { .bth = buf, .len = 32 };
+	uint8_t buf[32] = {0};
+	struct uroce_ipinfo ip = {.family = AF_INET6};
+	struct uroce_pkt pkt = {.bth = buf, .len = 32};
 	uint16_t id;
 
 	CHECK(!uroce_icrc_ok_any_ipid(&pkt, &ip, &id), "IPv6 has no ID");
@@ -228,13 +228,13 @@ static void test_rxe_frames(void)
 		return;
 	}
 	while (fgets(line, sizeof(line), f)) {
-		struct uroce_ipinfo ip = { .family = AF_INET };
+		struct uroce_ipinfo ip = {.family = AF_INET};
 		unsigned sport, dport, id;
 		uint16_t got = 0;
 		size_t len = 0;
 
-		if (line[0] == '#' ||
-		    sscanf(line, "%63s %63s %u %u %u %17999s", src, dst, &sport, &dport, &id, hex) != 6)
+		if (line[0] == '#' || sscanf(line, "%63s %63s %u %u %u %17999s", src, dst, &sport,
+					     &dport, &id, hex) != 6)
 			continue;
 		inet_pton(AF_INET, src, &ip.src.v4);
 		inet_pton(AF_INET, dst, &ip.dst.v4);
@@ -242,7 +242,7 @@ static void test_rxe_frames(void)
 		ip.dport = (uint16_t)dport;
 		for (size_t i = 0; hex[i] && hex[i + 1] && len < sizeof(buf); i += 2)
 			buf[len++] = (uint8_t)(hexval(hex[i]) << 4 | hexval(hex[i + 1]));
-		struct uroce_pkt pkt = { .bth = buf, .len = (uint32_t)len };
+		struct uroce_pkt pkt = {.bth = buf, .len = (uint32_t)len};
 
 		CHECK(uroce_icrc_ok_any_ipid(&pkt, &ip, &got) && got == id,
 		      "rxe frame %u: IPv4 ID 0x%04x not found (got 0x%04x)", n, id, got);
