@@ -326,7 +326,11 @@ pt_pair() {
 	"${pre_c[@]}" timeout -k 3 "$tmo" "${tw_c[@]}" "$UROCE" run -- "$@" -d "$PT_DEV" -x 0 -p "$port" -F "$PT_ADDR" \
 		</dev/null >"$base.cli" 2>&1
 	crc=$?
-	((crc == 124 || crc == 137)) && echo "uroce-bench: client timed out after $tmo s" >>"$base.cli"
+	if ((crc == 124 || crc == 137)); then
+		echo "uroce-bench: client timed out after $tmo s" >>"$base.cli"
+	elif ((crc != 0)); then
+		echo "uroce-bench: client exit status $crc" >>"$base.cli"
+	fi
 	reap "$spid" 5
 	return $crc
 }
