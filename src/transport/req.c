@@ -13,13 +13,17 @@
 
 enum req_result { REQ_SENT, REQ_BLOCKED, REQ_DONE_WQE, REQ_ERROR };
 
-/* Response packets one RDMA READ request asks for at most.  A READ's
- * responses come back to back, unpaced; a longer READ is asked for chunk by
- * chunk, each chunk an ordinary READ request for the next part of the
- * buffer at the next PSN (as go-back-N asks again for the rest of a READ,
- * 9.7.5.1.1), so at most a window is in flight and a lost response costs at
- * most one chunk instead of the rest of the message. */
-#define UROCE_READ_CHUNK (UROCE_WINDOW / 2)
+/* Response packets one RDMA READ request asks for at most: half the send
+ * window (rc_window(), fixed for the QP's life in RTS, so chunk boundaries
+ * do not move).  A READ's responses come back to back, unpaced; a longer
+ * READ is asked for chunk by chunk, each chunk an ordinary READ request for
+ * the next part of the buffer at the next PSN (as go-back-N asks again for
+ * the rest of a READ, 9.7.5.1.1), so at most a window is in flight and a
+ * lost response costs at most one chunk instead of the rest of the message. */
+static uint32_t read_chunk(const struct uroce_qp *qp)
+{
+	return rc_window(qp) / 2;
+}
 
 static const char *const req_result_name[] = {"sent", "blocked", "wqe-done", "error"};
 
@@ -173,7 +177,7 @@ static enum req_result send_read(struct uroce_qp *qp, struct uroce_swqe *w)
 {
 	uint8_t buf[UR_BTH_BYTES + UR_XRCETH_BYTES + UR_RETH_BYTES + 8];
 	uint32_t off = qp->req.offset, len = w->length - off, n;
-	uint32_t chunk = UROCE_READ_CHUNK * qp->mtu;
+	uint32_t chunk = read_chunk(qp) * qp->mtu;
 	struct uroce_pkt pkt;
 
 	/* Chunks start at multiples of the chunk size, also when a chunk is
@@ -183,7 +187,7 @@ static enum req_result send_read(struct uroce_qp *qp, struct uroce_swqe *w)
 	if (len > chunk - off % chunk)
 		len = chunk - off % chunk;
 	n = len ? (len + qp->mtu - 1) / qp->mtu : 1;
-	if (qp->req.inflight && qp->req.inflight + n > UROCE_WINDOW)
+	if (qp->req.inflight && qp->req.inflight + n > rc_window(qp))
 		return REQ_BLOCKED;
 	if (!off) {
 		w->first_psn = qp->req.psn;

@@ -220,9 +220,11 @@ static inline struct pair_opts default_opts(enum ibv_mtu mtu)
 {
 	struct pair_opts o = {
 	    .mtu = mtu,
-	    /* 16.8 ms: retry_cnt 7 is seven retries (IBTA), so a responder
-	     * that gets no CPU for ~130 ms (a loaded CI host) fails the QP */
-	    .timeout = 12,
+	    /* 33.5 ms: retry_cnt 7 is seven retries (IBTA), so eight timeouts
+	     * must outlast the longest a loaded host leaves a progress thread
+	     * runnable but without a CPU (75 ms seen on a 2-CPU CI machine at
+	     * load 8); shorter ones fail QPs there under loss */
+	    .timeout = 13,
 	    .retry_cnt = 7,
 	    .rnr_retry = 7,
 	    .min_rnr_timer = 1, /* 0.01 ms */

@@ -112,12 +112,6 @@ static void stream(struct harness *h, uint64_t seed, int n)
 	free(ops);
 }
 
-/* ACK timeout of the pairs under faults: 33.5 ms.  retry_cnt 7 means seven
- * retries (IBTA), so the timeout times eight must outlast the longest time
- * a loaded host leaves a progress thread waiting for a CPU (75 ms seen on
- * a 2-CPU CI machine under load 8); a shorter one fails QPs there. */
-#define FAULT_TIMEOUT 13
-
 /* Every op in ops at every size, on every MTU in mtus; fresh contexts (and
  * seed) per MTU. */
 static void data_under(const char *what, const char *spec_fmt, const enum ibv_mtu *mtus, int nmtu,
@@ -139,7 +133,6 @@ static void data_under(const char *what, const char *spec_fmt, const enum ibv_mt
 
 		snprintf(spec, sizeof(spec), spec_fmt, 100 + m);
 		set_fault(spec);
-		o.timeout = FAULT_TIMEOUT;
 		if (harness_open(&h) || pair_create(&h, &o)) {
 			CHECK(0, "%s: harness", what);
 			harness_close(&h);
@@ -216,7 +209,6 @@ static void test_drop_qp(void)
 		unsigned int f0 = failed;
 
 		set_fault(NULL);
-		o.timeout = FAULT_TIMEOUT;
 		if (harness_open(&h) || pair_create(&h, &o)) {
 			CHECK(0, "drop_qp: harness");
 			harness_close(&h);
@@ -259,7 +251,6 @@ static double write_rate(const char *spec, enum ibv_mtu mtu, int n, char *info, 
 	int err = 0;
 
 	set_fault(spec);
-	o.timeout = FAULT_TIMEOUT;
 	if (harness_open(&h) || pair_create(&h, &o)) {
 		CHECK(0, "throughput: harness");
 		harness_close(&h);
