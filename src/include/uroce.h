@@ -421,8 +421,9 @@ struct ibv_srq *uroce_xrc_srq_find(struct uroce_ctx *ctx, uint32_t srqn, struct 
 void uroce_xrcd_get(struct ibv_xrcd *xrcd);
 bool uroce_xrcd_same(struct ibv_xrcd *a, struct ibv_xrcd *b);
 void uroce_xrcd_put(struct ibv_xrcd *xrcd);
-const char *uroce_qp_type_name(enum ibv_qp_type t);
 bool uroce_rq_empty(struct uroce_qp *qp);
+int uroce_rq_post(struct uroce_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr,
+		  const char *verb);
 
 /* ---- address handles (src/verbs/ah.c) ---- */
 struct uroce_ah {

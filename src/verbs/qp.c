@@ -683,34 +683,10 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv
 		       ibqp->qp_num);
 		err = EINVAL;
 	}
-	for (; wr && !err; wr = wr->next) {
-		struct uroce_rwqe *w;
-
-		if (qp->rq.head - qp->rq.tail >= qp->rq.max_wr) {
-			ur_dbg("post_recv: receive queue full (%u WRs)", qp->rq.max_wr);
-			err = ENOMEM;
-			break;
-		}
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->rq.max_sge) {
-			ur_dbg("post_recv: num_sge %d > max_recv_sge %u", wr->num_sge,
-			       qp->rq.max_sge);
-			err = EINVAL;
-			break;
-		}
-		w = &qp->rq.wqe[qp->rq.head & (qp->rq.size - 1)];
-		w->wr_id = wr->wr_id;
-		w->num_sge = wr->num_sge;
-		w->length = 0;
-		for (int i = 0; i < wr->num_sge; i++) {
-			w->sg[i].addr = wr->sg_list[i].addr;
-			w->sg[i].length = wr->sg_list[i].length;
-			w->sg[i].lkey = wr->sg_list[i].lkey;
-			w->length += wr->sg_list[i].length;
-		}
-		qp->rq.head++;
-	}
 	if (err)
 		*bad_wr = wr;
+	else
+		err = uroce_rq_post(&qp->rq, wr, bad_wr, "post_recv");
 	if (qp->attr.qp_state == IBV_QPS_ERR)
 		uroce_qp_flush(qp);
 	pthread_mutex_unlock(&qp->lock);

@@ -291,7 +291,7 @@ static int qp_type_index(enum ibv_qp_type type)
 	}
 }
 
-static const char *qp_type_name(enum ibv_qp_type type)
+const char *uroce_qp_type_name(enum ibv_qp_type type)
 {
 	switch (type) {
 	case IBV_QPT_RC:
@@ -393,7 +393,7 @@ int uroce_qp_modify_check(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv
 			       (int)next);
 	if (ti < 0)
 		return qp_fail(why, why_len, cur, next, "unsupported QP type %s (%d)",
-			       qp_type_name(type), (int)type);
+			       uroce_qp_type_name(type), (int)type);
 
 	t = &qp_transitions[cur][next];
 	if (!t->valid)
@@ -463,7 +463,7 @@ int uroce_qp_attr_check(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_q
 			       !attr ? "attr" : "limits");
 	if (qp_type_index(type) < 0)
 		return qp_fail(why, why_len, cur, next, "unsupported QP type %s (%d)",
-			       qp_type_name(type), (int)type);
+			       uroce_qp_type_name(type), (int)type);
 
 	if ((mask & IBV_QP_STATE) && attr->qp_state != next)
 		return qp_fail(why, why_len, cur, next,

@@ -28,6 +28,7 @@ int uroce_qp_modify_check(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv
 
 /* "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"; "UNKNOWN" otherwise. */
 const char *uroce_qp_state_name(enum ibv_qp_state s);
+const char *uroce_qp_type_name(enum ibv_qp_type t); /* "RC", "UC", ... */
 
 /* Writes the names of the IBV_QP_* bits in mask, "|"-separated, into buf
  * (unknown bits as hex, "0" for an empty mask); truncates to fit, always

@@ -271,21 +271,31 @@ int uroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ib
 	int err = 0;
 
 	pthread_mutex_lock(&srq->lock);
+	err = uroce_rq_post(&srq->rq, wr, bad_wr, "post_srq_recv");
+	pthread_mutex_unlock(&srq->lock);
+	return err;
+}
+
+/* Append receive WRs to a receive queue (the QP's or an SRQ's; its lock
+ * held): ENOMEM when full, EINVAL for too many SGEs, *bad_wr the first WR
+ * not posted. */
+int uroce_rq_post(struct uroce_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr,
+		  const char *verb)
+{
 	for (; wr; wr = wr->next) {
 		struct uroce_rwqe *w;
 
-		if (srq->rq.head - srq->rq.tail >= srq->rq.max_wr) {
-			ur_dbg("post_srq_recv: SRQ full (%u WRs)", srq->rq.max_wr);
-			err = ENOMEM;
-			break;
+		if (rq->head - rq->tail >= rq->max_wr) {
+			ur_dbg("%s: receive queue full (%u WRs)", verb, rq->max_wr);
+			*bad_wr = wr;
+			return ENOMEM;
 		}
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > srq->rq.max_sge) {
-			ur_dbg("post_srq_recv: num_sge %d > max_sge %u", wr->num_sge,
-			       srq->rq.max_sge);
-			err = EINVAL;
-			break;
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
+			ur_dbg("%s: num_sge %d > max_sge %u", verb, wr->num_sge, rq->max_sge);
+			*bad_wr = wr;
+			return EINVAL;
 		}
-		w = &srq->rq.wqe[srq->rq.head & (srq->rq.size - 1)];
+		w = &rq->wqe[rq->head & (rq->size - 1)];
 		w->wr_id = wr->wr_id;
 		w->num_sge = wr->num_sge;
 		w->length = 0;
@@ -295,12 +305,9 @@ int uroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ib
 			w->sg[i].lkey = wr->sg_list[i].lkey;
 			w->length += wr->sg_list[i].length;
 		}
-		srq->rq.head++;
+		rq->head++;
 	}
-	if (err)
-		*bad_wr = wr;
-	pthread_mutex_unlock(&srq->lock);
-	return err;
+	return 0;
 }
 
 bool uroce_rq_empty(struct uroce_qp *qp)

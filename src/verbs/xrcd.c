@@ -51,24 +51,6 @@ void uroce_xrcd_put(struct ibv_xrcd *x)
 	atomic_fetch_sub(&to_uxrcd(x)->users, 1);
 }
 
-const char *uroce_qp_type_name(enum ibv_qp_type t)
-{
-	switch (t) {
-	case IBV_QPT_RC:
-		return "RC";
-	case IBV_QPT_UC:
-		return "UC";
-	case IBV_QPT_UD:
-		return "UD";
-	case IBV_QPT_XRC_SEND:
-		return "XRC_SEND";
-	case IBV_QPT_XRC_RECV:
-		return "XRC_RECV";
-	default:
-		return "?";
-	}
-}
-
 struct ibv_xrcd *uroce_open_xrcd(struct ibv_context *context, struct ibv_xrcd_init_attr *attr)
 {
 	struct uroce_xdom *dom = NULL;
