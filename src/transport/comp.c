@@ -18,7 +18,8 @@ enum comp_state {
 };
 
 static const char *const comp_state_name[] = {
-	"check-psn", "ack", "read-response", "atomic-ack", "rnr-nak", "nak-psn-seq", "nak-fatal", "drop",
+    "check-psn", "ack",		"read-response", "atomic-ack",
+    "rnr-nak",	 "nak-psn-seq", "nak-fatal",	 "drop",
 };
 
 static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
@@ -52,10 +53,10 @@ void uroce_comp_retire(struct uroce_qp *qp)
 			break;
 		err = w->status != IBV_WC_SUCCESS;
 		if (w->signaled || err) {
-			struct ibv_wc wc = { .wr_id = w->wr_id,
-					     .status = w->status,
-					     .opcode = wc_opcode(w->opcode),
-					     .qp_num = qp->ibqp.qp_base.qp_num };
+			struct ibv_wc wc = {.wr_id = w->wr_id,
+					    .status = w->status,
+					    .opcode = wc_opcode(w->opcode),
+					    .qp_num = qp->ibqp.qp_base.qp_num};
 
 			if (w->opcode == IBV_WR_RDMA_READ)
 				wc.byte_len = w->length;
@@ -194,7 +195,7 @@ static enum comp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return COMPST_RNR;
 	case UR_AETH_NAK:
 		return (ur_aeth_syn(pkt) & 0x1f) == UR_NAK_PSN_SEQ_ERR ? COMPST_NAK_SEQ
-									: COMPST_NAK_FATAL;
+								       : COMPST_NAK_FATAL;
 	default:
 		return COMPST_DROP;
 	}
@@ -215,46 +216,74 @@ static bool implied_ack(struct uroce_qp *qp, uint32_t psn)
 	return qp->attr.qp_state != IBV_QPS_ERR && psn == qp->req.una_psn;
 }
 
-static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
+/* A READ response or an atomic ACK: the WQE it answers when it is the next
+ * one expected; NULL when the packet has been dealt with (a duplicate, a
+ * gap that makes us ask again, or a response to the wrong kind of WQE). */
+static struct uroce_swqe *resp_wqe(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	struct uroce_swqe *w;
-	enum ibv_wc_status st;
-	uint32_t off;
-	int r;
 
 	if (ur_psn_diff(pkt->psn, qp->req.una_psn) < 0) {
-		/* A duplicate, from a READ asked for again: nothing new, but
+		/* A duplicate, from a request asked for again: nothing new, but
 		 * while a backlog of these drains, the fresh responses queue
 		 * behind it - restart the timer as for a stale ACK rather
 		 * than ask once more (and add to the backlog). */
 		uroce_qp_count(qp, duplicates, 1);
 		qp->req.deadline_ns = 0;
 		uroce_req_arm(qp);
-		return;
+		return NULL;
 	}
 	if (pkt->psn != qp->req.una_psn && !implied_ack(qp, pkt->psn)) {
 		if (qp->attr.qp_state == IBV_QPS_ERR)
-			return;
+			return NULL;
 		/* a response is missing: ask again from the first gap */
 		uroce_qp_count(qp, out_of_seq, 1);
 		retry_from_una(qp);
 		uroce_req_progress(qp);
-		return;
+		return NULL;
 	}
 	w = wqe_for_psn(qp, pkt->psn);
-	if (!w || w->opcode != IBV_WR_RDMA_READ) {
+	if (!w || !swqe_is_rd(w) || (w->opcode == IBV_WR_RDMA_READ) != !!(pkt->mask & URM_READ)) {
 		fail_at(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
-		return;
+		return NULL;
 	}
-	/* a READ response acknowledges everything before the READ (9.7.5.1.2) */
+	/* a response acknowledges everything before its request (9.7.5.1.2) */
 	if (pkt->psn == w->first_psn)
 		ack_upto(qp, (w->first_psn - 1) & UR_PSN_MASK);
+	return w;
+}
 
+/* The response was placed: advance and, on its WQE's last, complete. */
+static void resp_placed(struct uroce_qp *qp, struct uroce_pkt *pkt, struct uroce_swqe *w)
+{
+	qp->req.una_psn = (pkt->psn + 1) & UR_PSN_MASK;
+	qp->req.need_retry = false;
+	qp->req.retry_cnt = qp->attr.retry_cnt;
+	if (qp->req.inflight)
+		qp->req.inflight--;
+	if ((pkt->mask & URM_END) && qp->req.rd_inflight)
+		qp->req.rd_inflight--; /* this request (READ chunk, atomic) is answered */
+	if (pkt->psn == w->last_psn) {
+		w->state = UROCE_WQE_DONE;
+		uroce_comp_retire(qp);
+	}
+	qp->req.deadline_ns = 0;
+	uroce_req_arm(qp);
+}
+
+static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_swqe *w = resp_wqe(qp, pkt);
+	enum ibv_wc_status st;
+	uint32_t off;
+	int r;
+
+	if (!w)
+		return;
 	/* Every response but the READ's last carries a full MTU; a chunk's
 	 * last (RESPONSE_LAST/ONLY) may end before the message does. */
 	off = (uint32_t)ur_psn_diff(pkt->psn, w->first_psn) * qp->mtu;
-	if (off + pkt->paylen > w->length ||
-	    (pkt->psn != w->last_psn && pkt->paylen != qp->mtu) ||
+	if (off + pkt->paylen > w->length || (pkt->psn != w->last_psn && pkt->paylen != qp->mtu) ||
 	    (pkt->psn == w->last_psn &&
 	     (!(pkt->mask & URM_END) || off + pkt->paylen != w->length))) {
 		fail_at(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
@@ -268,69 +297,30 @@ static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		fail_at(qp, pkt->psn, st);
 		return;
 	}
-	qp->req.una_psn = (pkt->psn + 1) & UR_PSN_MASK;
-	qp->req.need_retry = false;
-	qp->req.retry_cnt = qp->attr.retry_cnt;
-	if (qp->req.inflight)
-		qp->req.inflight--;
-	if ((pkt->mask & URM_END) && qp->req.rd_inflight)
-		qp->req.rd_inflight--; /* this READ request (chunk) is answered */
-	if (pkt->psn == w->last_psn) {
-		w->state = UROCE_WQE_DONE;
-		uroce_comp_retire(qp);
-	}
-	qp->req.deadline_ns = 0;
-	uroce_req_arm(qp);
+	resp_placed(qp, pkt, w);
 }
 
 /* ATOMIC ACKNOWLEDGE (IBTA 9.5.2): the original remote value goes to the
  * local 8-byte buffer, in host order. */
 static void do_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
-	struct uroce_swqe *w;
+	struct uroce_swqe *w = resp_wqe(qp, pkt);
 	enum ibv_wc_status st;
 	uint64_t orig;
 	int r;
 
-	if (ur_psn_diff(pkt->psn, qp->req.una_psn) < 0) {
-		uroce_qp_count(qp, duplicates, 1);
+	if (!w)
 		return;
-	}
-	if (pkt->psn != qp->req.una_psn && !implied_ack(qp, pkt->psn)) {
-		if (qp->attr.qp_state == IBV_QPS_ERR)
-			return;
-		uroce_qp_count(qp, out_of_seq, 1);
-		retry_from_una(qp);
-		uroce_req_progress(qp);
-		return;
-	}
-	w = wqe_for_psn(qp, pkt->psn);
-	if (!w || (w->opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
-		   w->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD)) {
-		fail_at(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
-		return;
-	}
-	ack_upto(qp, (w->first_psn - 1) & UR_PSN_MASK);
 	orig = ur_atmack_orig(pkt);
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-	r = uroce_sge_copy(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, 0, &orig,
-			   sizeof(orig), true, &st);
+	r = uroce_sge_copy(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, 0, &orig, sizeof(orig),
+			   true, &st);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	if (r) {
 		fail_at(qp, pkt->psn, st);
 		return;
 	}
-	qp->req.una_psn = (pkt->psn + 1) & UR_PSN_MASK;
-	qp->req.need_retry = false;
-	qp->req.retry_cnt = qp->attr.retry_cnt;
-	if (qp->req.inflight)
-		qp->req.inflight--;
-	if (qp->req.rd_inflight)
-		qp->req.rd_inflight--;
-	w->state = UROCE_WQE_DONE;
-	uroce_comp_retire(qp);
-	qp->req.deadline_ns = 0;
-	uroce_req_arm(qp);
+	resp_placed(qp, pkt, w);
 }
 
 void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
@@ -390,7 +380,7 @@ void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		if (qp->attr.qp_state == IBV_QPS_ERR)
 			return;
 		if (qp->req.need_retry && qp->req.retry_psn == pkt->psn)
-			break; /* already going back there */
+			break;		      /* already going back there */
 		if (qp->req.retry_cnt == 0) { /* 7 is not forever: see req.c */
 			fail_at(qp, pkt->psn, IBV_WC_RETRY_EXC_ERR);
 			return;

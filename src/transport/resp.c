@@ -61,6 +61,8 @@ void uroce_resp_flush_ack(struct uroce_qp *qp)
 	if (!qp->resp.ack_pending)
 		return;
 	qp->resp.ack_pending = false;
+	if (qp->tr == UR_TR_UC)
+		return; /* UC is unacknowledged (IBTA 9.8.2) */
 	qp->resp.acked = true;
 	qp->resp.acked_psn = qp->resp.ack_psn;
 	uroce_qp_count(qp, acks_tx, 1);
