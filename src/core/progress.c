@@ -11,6 +11,8 @@
  * timers cause (ACKs, READ responses, the rest of a send window).
  */
 #include <errno.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +75,12 @@ static uint64_t run_timers(struct uroce_ctx *ctx)
 	return atomic_load(&ctx->timer_ns);
 }
 
+/* While an application thread polled a CQ less than UROCE_APP_POLL_GRACE
+ * ago it drains the sockets itself (uroce_cq_drive): the thread stays out
+ * of its way, looking every UROCE_GRACE_SLICE_MS for ACKs the application
+ * deferred and then left (src/net/endpoint.c). */
 #define UROCE_APP_POLL_GRACE_NS 2000000ull
+#define UROCE_GRACE_SLICE_MS	1
 
 static void drain_wake(struct uroce_ctx *ctx)
 {
@@ -83,18 +90,70 @@ static void drain_wake(struct uroce_ctx *ctx)
 		ur_trace("wake read: %s", strerror(errno));
 }
 
+static bool app_polling(struct uroce_ctx *ctx, uint64_t now)
+{
+	return now - atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed) <
+	       UROCE_APP_POLL_GRACE_NS;
+}
+
+/* Bounded spin (UROCE_SPIN_US, default 50): after traffic, keep reading the
+ * sockets until none has arrived for that long, yielding the CPU between
+ * empty looks once they have been quiet for UROCE_SPIN_YIELD.  A
+ * request/response exchange (READ, atomics, a ping-pong whose application
+ * blocks elsewhere) then never waits for a thread wake-up, and a stream
+ * never sleeps between its batches.  Stops as soon as an application
+ * thread polls (it drains the sockets then) or a timer is due. */
+static uint64_t spin_ns(void)
+{
+	static uint64_t ns = UINT64_MAX;
+
+	if (ns == UINT64_MAX) {
+		const char *e = getenv("UROCE_SPIN_US");
+		long v = e && *e ? strtol(e, NULL, 10) : 50;
+
+		ns = v < 0 ? 0 : (uint64_t)(v > 100000 ? 100000 : v) * 1000;
+	}
+	return ns;
+}
+
+/* Yield only once the sockets have been quiet this long: a response that
+ * comes within it is seen one system call sooner. */
+#define UROCE_SPIN_YIELD_NS 10000ull
+
+static void spin(struct uroce_ctx *ctx)
+{
+	uint64_t limit = spin_ns(), start = uroce_now_ns(), last = start;
+
+	while (limit && !atomic_load(&ctx->stop)) {
+		uint64_t now, t;
+		int got = 0;
+
+		for (int i = 0; i < atomic_load(&ctx->nep); i++)
+			got += uroce_ep_poll(ctx->ep[i], 256);
+		now = uroce_now_ns();
+		t = atomic_load(&ctx->timer_ns);
+		if (atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed) > start ||
+		    (t && t <= now))
+			return;
+		if (got)
+			last = now;
+		else if (now - last > limit)
+			return;
+		else if (now - last > UROCE_SPIN_YIELD_NS)
+			sched_yield();
+	}
+}
+
 static void *progress_main(void *arg)
 {
 	struct uroce_ctx *ctx = arg;
 	struct epoll_event ev[16];
 
 	while (!atomic_load(&ctx->stop)) {
-		uint64_t t = atomic_load(&ctx->timer_ns);
-		int timeout = -1, n;
+		uint64_t t = atomic_load(&ctx->timer_ns), now = uroce_now_ns();
+		int timeout = -1, n, got = 0;
 
 		if (t) {
-			uint64_t now = uroce_now_ns();
-
 			if (t <= now) {
 				t = run_timers(ctx);
 				uroce_fault_timer(ctx); /* held packets (UROCE_FAULT) */
@@ -104,26 +163,36 @@ static void *progress_main(void *arg)
 			}
 			timeout = (int)((t - now + 999999) / 1000000);
 		}
-		/* While an application thread polls a CQ it drains the sockets
-		 * itself (uroce_poll_cq): stay out of its way and only look
-		 * again after UROCE_APP_POLL_GRACE, or when woken. */
-		if (uroce_now_ns() - atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed) <
-		    UROCE_APP_POLL_GRACE_NS) {
-			int ms = (int)(UROCE_APP_POLL_GRACE_NS / 1000000);
+		if (app_polling(ctx, now)) {
+			int ms = UROCE_GRACE_SLICE_MS;
 
-			n = epoll_wait(ctx->wake_epfd, ev, 1, timeout < 0 || timeout > ms ? ms : timeout);
+			n = epoll_wait(ctx->wake_epfd, ev, 1,
+				       timeout < 0 || timeout > ms ? ms : timeout);
 			if (n > 0)
 				drain_wake(ctx);
+			uroce_ctx_send_owed_acks(ctx, false);
 			continue;
 		}
+		/* Deep sleep: only a packet, a timer or a wake ends it.  An
+		 * ACK deferred from now on wakes the thread (flush_acks). */
+		atomic_store(&ctx->prog_deep, true);
+		if (uroce_ctx_acks_owed(ctx)) {
+			uroce_ctx_send_owed_acks(ctx, false);
+			if (uroce_ctx_acks_owed(ctx) &&
+			    (timeout < 0 || timeout > UROCE_GRACE_SLICE_MS))
+				timeout = UROCE_GRACE_SLICE_MS;
+		}
 		n = epoll_wait(ctx->epfd, ev, 16, timeout);
+		atomic_store(&ctx->prog_deep, false);
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.ptr == NULL) {
 				drain_wake(ctx);
 				continue;
 			}
-			uroce_ep_poll(ev[i].data.ptr, 256);
+			got += uroce_ep_poll(ev[i].data.ptr, 256);
 		}
+		if (got)
+			spin(ctx);
 	}
 	return NULL;
 }

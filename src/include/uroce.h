@@ -104,7 +104,8 @@ struct uroce_ep {
 	 * UROCE_STD_SLOTS slots, QPN = slot.  Slot 0 is never used. */
 	struct uroce_qp **slot;
 	uint32_t nslot;
-	uint32_t slot_hi; /* no slot at or above this was ever used */
+	uint32_t slot_hi;   /* no slot at or above this was ever used */
+	uint32_t next_slot; /* where the search for a free slot starts */
 	pthread_mutex_t rx_lock;
 	struct uroce_ep_rx *rx;
 	/* transmit batch for UDP GSO (src/net/gso.c); tx_lock is a leaf lock */
@@ -112,6 +113,9 @@ struct uroce_ep {
 	struct uroce_ep_tx *tx;
 	bool gso;
 	uint32_t rcvbuf; /* SO_RCVBUF as granted: bounds the RC send window */
+	/* Some QP on this endpoint owes an ACK that an application poll
+	 * deferred (src/net/endpoint.c, "ACK deferral"). */
+	atomic_bool ack_owed;
 };
 
 /* Counters: struct uroce_counters (device) and struct uroce_stats_qp (per QP)
@@ -146,6 +150,7 @@ struct uroce_ctx {
 	atomic_ullong timer_ns; /* earliest armed QP timer, 0 = none */
 	int wake_epfd;		/* epoll with only wake_fd: sleep while the app polls */
 	atomic_ullong app_poll_ns; /* last time an application thread polled a CQ */
+	atomic_bool prog_deep;	   /* the thread sleeps on the sockets, unbounded by a slice */
 	/* QPs with timers, scanned by the progress thread */
 	struct uroce_qp **qps;
 	int nqps, qps_cap;
@@ -172,6 +177,7 @@ struct uroce_ctx {
 	struct uroce_pcap *pcap; /* UROCE_PCAP capture, NULL when off (src/net/pcap.c) */
 	/* UROCE_FAULT state: NULL until first used (src/net/fault.h) */
 	struct uroce_fault *fault;
+	struct uroce_ctx *next_open; /* open contexts (src/verbs/device.c) */
 };
 
 static inline struct uroce_ctx *to_uctx(struct ibv_context *c)
@@ -478,8 +484,19 @@ uint32_t uroce_gro_size(const struct msghdr *mh);
 /* One sendmsg to ip (with UDP_SEGMENT when gso_size): 0 or an errno. */
 int uroce_udp_send(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len,
 		   uint32_t gso_size);
-/* Read and dispatch up to budget packets; returns the count handled. */
+/* Read and dispatch up to budget packets; returns the count handled.
+ * uroce_ep_poll sends every ACK it owes before returning (the progress
+ * engine); uroce_ep_poll_app, for an application thread in ibv_poll_cq,
+ * may defer a few (see "ACK deferral" in src/net/endpoint.c). */
 int uroce_ep_poll(struct uroce_ep *ep, int budget);
+int uroce_ep_poll_app(struct uroce_ep *ep, int budget);
+/* True while this thread runs the receive path for uroce_ep_poll_app. */
+bool uroce_ep_deferring_acks(void);
+/* Send the ACKs deferred on ep (wait: block for its rx_lock, else skip it
+ * when another thread holds it); the ctx variant does every endpoint. */
+void uroce_ep_send_owed_acks(struct uroce_ep *ep, bool wait);
+void uroce_ctx_send_owed_acks(struct uroce_ctx *ctx, bool wait);
+bool uroce_ctx_acks_owed(struct uroce_ctx *ctx);
 /* Tests and fuzzing: deliver one datagram from ip as if ep had received it. */
 void uroce_ep_inject(struct uroce_ep *ep, uint8_t *data, size_t len, const struct uroce_ipinfo *ip);
 void uroce_ep_close(struct uroce_ep *ep);
@@ -516,6 +533,9 @@ void uroce_progress_arm(struct uroce_ctx *ctx, uint64_t deadline);
 
 /* transport: called with qp->lock held */
 void uroce_req_progress(struct uroce_qp *qp);
+/* uroce_req_progress without sending the endpoint's batch: the caller
+ * calls uroce_ep_flush (ibv_post_send, so deferred ACKs join the batch). */
+void uroce_req_run(struct uroce_qp *qp);
 void uroce_req_timer(struct uroce_qp *qp, uint64_t now);
 void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt);
 void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt);

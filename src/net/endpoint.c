@@ -186,7 +186,32 @@ struct uroce_qp *uroce_ep_qp(struct uroce_ep *ep, uint32_t qpn)
 	return __atomic_load_n(&ep->slot[ep_slot_of(ep, qpn)], __ATOMIC_RELAXED);
 }
 
-/* Standard-port mode: the lowest free QPN of the context's 4791 endpoint
+/* Give qp a free slot at or above first (ctx->lock held): the next one
+ * after the slot given last, cyclically, so a destroyed QP's number is
+ * reused as late as possible and a late packet for it (a retransmission,
+ * an ACK its peer sent as it went) finds no QP rather than a new one. */
+static int take_slot(struct uroce_ep *ep, struct uroce_qp *qp, uint32_t first, uint32_t *slot)
+{
+	uint32_t n = ep->nslot - first;
+	uint32_t start = ep->next_slot < first ? 0 : ep->next_slot - first;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t s = first + (start + i) % n;
+
+		if (ep->slot[s])
+			continue;
+		if (s >= ep->slot_hi) /* before the slot: ACK flush sees it */
+			ep->slot_hi = s + 1;
+		ep->slot[s] = qp;
+		ep->nqp++;
+		ep->next_slot = s + 1 < ep->nslot ? s + 1 : first;
+		*slot = s;
+		return 0;
+	}
+	return -1;
+}
+
+/* Standard-port mode: the next free QPN of the context's 4791 endpoint
  * (QPNs 0 and 1 are reserved, as on InfiniBand). */
 static struct uroce_ep *ep_get_std(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn)
 {
@@ -204,15 +229,8 @@ static struct uroce_ep *ep_get_std(struct uroce_ctx *ctx, struct uroce_qp *qp, u
 		ctx->ep[ctx->nep] = ep;
 		atomic_fetch_add(&ctx->nep, 1);
 	}
-	for (uint32_t s = 2; s < ep->nslot; s++)
-		if (!ep->slot[s]) {
-			if (s >= ep->slot_hi) /* before the slot: ACK flush sees it */
-				ep->slot_hi = s + 1;
-			ep->slot[s] = qp;
-			ep->nqp++;
-			*qpn = s;
-			return ep;
-		}
+	if (!take_slot(ep, qp, 2, qpn))
+		return ep;
 	errno = ENOMEM;
 	return NULL;
 }
@@ -237,15 +255,10 @@ struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32
 		atomic_fetch_add(&ctx->nep, 1);
 	}
 	/* slot 0 stays unused: no QPN ends in 0x00 */
-	for (uint32_t s = 1; s < UROCE_EP_SLOTS; s++)
-		if (!ep->slot[s]) {
-			if (s >= ep->slot_hi) /* before the slot: ACK flush sees it */
-				ep->slot_hi = s + 1;
-			ep->slot[s] = qp;
-			ep->nqp++;
-			*qpn = ((uint32_t)ep->port << 8) | s;
-			return ep;
-		}
+	if (!take_slot(ep, qp, 1, qpn)) {
+		*qpn |= (uint32_t)ep->port << 8;
+		return ep;
+	}
 	return NULL;
 }
 
@@ -446,27 +459,106 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 	}
 }
 
-/* ACK coalescing: one ACK per QP per batch (see resp.c); rx_lock held. */
-static void flush_acks(struct uroce_ep *ep)
+/* ACK coalescing and deferral.
+ *
+ * The receive path marks what a QP owes (qp->resp.ack_pending) and one ACK
+ * per QP goes out per recvmmsg batch.  When the batch was read by an
+ * application thread inside ibv_poll_cq (uroce_ep_poll_app) and was small,
+ * the ACK waits instead: a ping-pong's reply, posted right after the
+ * completion is seen, then carries it in the same GSO send, and the ACK's
+ * sendmsg is no longer between the packet's arrival and the application
+ * seeing it.  An owed ACK leaves at the first of:
+ *  - the next ibv_post_send on the endpoint (after the request it carries);
+ *  - an ibv_poll_cq that finds nothing, ibv_req_notify_cq, modify to ERR or
+ *    RESET, destroy_qp, close_device, and process exit;
+ *  - the progress engine's next look (at most UROCE_GRACE_SLICE_MS later);
+ *  - UROCE_ACK_DEFER_PKTS packets on one QP, or a batch of
+ *    UROCE_ACK_DEFER_BATCH packets (a stream: one ACK per batch is cheap
+ *    there and the requester's window must keep moving). */
+enum { UROCE_ACK_DEFER_BATCH = 4, UROCE_ACK_DEFER_PKTS = 16 };
+
+static __thread bool deferring_acks;
+
+bool uroce_ep_deferring_acks(void)
 {
+	return deferring_acks;
+}
+
+/* May this QP's ACK wait (qp->lock held)?  Not once the requester has
+ * UROCE_ACK_DEFER_PKTS unacknowledged packets here. */
+static bool ack_may_wait(const struct uroce_qp *qp)
+{
+	return !qp->resp.acked ||
+	       ((qp->resp.ack_psn - qp->resp.acked_psn) & UR_PSN_MASK) < UROCE_ACK_DEFER_PKTS;
+}
+
+/* Send the ACKs owed on ep, or with defer only those that may not wait
+ * (rx_lock held). */
+static void flush_acks(struct uroce_ep *ep, bool defer)
+{
+	bool owed = false, was = atomic_exchange(&ep->ack_owed, false);
+
 	for (uint32_t s = 1; s < ep->slot_hi; s++) {
 		struct uroce_qp *qp = ep->slot[s];
 
 		if (qp && qp->resp.ack_pending) {
 			pthread_mutex_lock(&qp->lock);
-			uroce_resp_flush_ack(qp);
+			if (defer && ack_may_wait(qp))
+				owed = true;
+			else
+				uroce_resp_flush_ack(qp);
 			pthread_mutex_unlock(&qp->lock);
 		}
 	}
+	if (!owed)
+		return;
+	atomic_store(&ep->ack_owed, true);
+	/* The progress engine must look within its grace slice: wake it if it
+	 * sleeps on the sockets with nothing bounding the sleep (seq_cst
+	 * store then load; it stores prog_deep then loads ack_owed). */
+	if (!was && atomic_load(&ep->ctx->prog_deep))
+		uroce_progress_wake(ep->ctx);
 }
 
-int uroce_ep_poll(struct uroce_ep *ep, int budget)
+void uroce_ep_send_owed_acks(struct uroce_ep *ep, bool wait)
+{
+	if (!ep || !atomic_load_explicit(&ep->ack_owed, memory_order_relaxed))
+		return;
+	if (wait)
+		pthread_mutex_lock(&ep->rx_lock);
+	else if (pthread_mutex_trylock(&ep->rx_lock))
+		return;
+	flush_acks(ep, false);
+	uroce_ep_flush(ep);
+	pthread_mutex_unlock(&ep->rx_lock);
+}
+
+bool uroce_ctx_acks_owed(struct uroce_ctx *ctx)
+{
+	int nep = atomic_load(&ctx->nep);
+
+	for (int i = 0; i < nep; i++)
+		if (atomic_load(&ctx->ep[i]->ack_owed))
+			return true;
+	return false;
+}
+
+void uroce_ctx_send_owed_acks(struct uroce_ctx *ctx, bool wait)
+{
+	int nep = atomic_load(&ctx->nep);
+
+	for (int i = 0; i < nep; i++)
+		uroce_ep_send_owed_acks(ctx->ep[i], wait);
+}
+
+static int ep_poll(struct uroce_ep *ep, int budget, bool app)
 {
 	struct uroce_ep_rx *rx = ep->rx;
 	int done = 0, released = 0;
 
 	if (pthread_mutex_trylock(&ep->rx_lock))
 		return 0; /* another thread is draining this socket */
+	deferring_acks = app;
 	while (done < budget) {
 		int want = budget - done < RX_BATCH ? budget - done : RX_BATCH;
 		int n;
@@ -495,18 +587,29 @@ int uroce_ep_poll(struct uroce_ep *ep, int budget)
 		/* ACK what this recvmmsg batch delivered now, not once the
 		 * whole budget is drained: a drain preempted on a busy host
 		 * would hold the ACKs back past the requester's ACK timeout */
-		flush_acks(ep);
+		flush_acks(ep, app && n < UROCE_ACK_DEFER_BATCH);
 		uroce_ep_flush(ep);
 		if (n < want)
 			break;
 	}
 	if (uroce_fault_on(ep->ctx))
 		released = uroce_fault_release(ep, &fault_ops);
-	if (done || released)
-		flush_acks(ep);
-	uroce_ep_flush(ep); /* ACKs, READ responses, window refills */
+	if (released || (!app && atomic_load_explicit(&ep->ack_owed, memory_order_relaxed)))
+		flush_acks(ep, app);
+	deferring_acks = false;
+	uroce_ep_flush(ep); /* READ responses, atomic ACKs, window refills */
 	pthread_mutex_unlock(&ep->rx_lock);
 	return done;
+}
+
+int uroce_ep_poll(struct uroce_ep *ep, int budget)
+{
+	return ep_poll(ep, budget, false);
+}
+
+int uroce_ep_poll_app(struct uroce_ep *ep, int budget)
+{
+	return ep_poll(ep, budget, true);
 }
 
 /* Tests and fuzzing (tests/fuzz/fuzz_rx.c, tests/unit/test_hostile.c): one
@@ -518,7 +621,7 @@ void uroce_ep_inject(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 	uroce_count(ep->ctx, rx_pkts, 1);
 	uroce_count(ep->ctx, rx_bytes, len);
 	deliver(ep, data, len, ip);
-	flush_acks(ep);
+	flush_acks(ep, false);
 	uroce_ep_flush(ep);
 	pthread_mutex_unlock(&ep->rx_lock);
 }

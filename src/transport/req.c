@@ -281,6 +281,12 @@ static enum req_result req_step(struct uroce_qp *qp)
 
 void uroce_req_progress(struct uroce_qp *qp)
 {
+	uroce_req_run(qp);
+	uroce_ep_flush(qp->ep);
+}
+
+void uroce_req_run(struct uroce_qp *qp)
+{
 	enum req_result r;
 
 	if (qp->attr.qp_state != IBV_QPS_RTS || qp->req.halted)
@@ -296,7 +302,6 @@ void uroce_req_progress(struct uroce_qp *qp)
 	} while (r == REQ_SENT || r == REQ_DONE_WQE);
 	if (qp->req.inflight && !qp->req.deadline_ns)
 		uroce_req_arm(qp);
-	uroce_ep_flush(qp->ep);
 }
 
 /* Go back to psn: the WQE that holds it becomes the next to send, from the

@@ -106,14 +106,17 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_pkt *pkt, enum ibv_w
 		wc.wc_flags |= IBV_WC_WITH_INV;
 	}
 	qp->resp.have_rwqe = false;
-	/* Acknowledge before the completion becomes visible: the application
-	 * may destroy the QP or exit as soon as it sees it, and an ACK still
-	 * waiting for the end of the batch would be lost, leaving the
-	 * requester retrying until its retry_cnt runs out. */
+	/* The progress engine acknowledges before the completion becomes
+	 * visible: the application may exit as soon as it sees it.  An
+	 * application thread polling the CQ defers the ACK instead, so that
+	 * its sendmsg is not between the packet and the application; what
+	 * sends a deferred ACK is listed in src/net/endpoint.c ("ACK
+	 * deferral"). */
 	if (pkt && st == IBV_WC_SUCCESS) {
 		qp->resp.ack_pending = true;
 		qp->resp.ack_psn = pkt->psn;
-		uroce_resp_flush_ack(qp);
+		if (!uroce_ep_deferring_acks())
+			uroce_resp_flush_ack(qp);
 	}
 	/* (none for an XRC_RECV QP whose SRQ was destroyed mid-message) */
 	if (resp_cq(qp))

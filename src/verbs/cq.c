@@ -290,22 +290,41 @@ void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
  * no thread wake-up between a packet and its completion, and on a
  * machine with few cores the spinning thread does useful work.
  * (ibv_poll_cq and ibv_start_poll; no CQ lock held.) */
+/* An application thread that has found its CQs empty for this long yields
+ * the CPU on each further empty poll (see uroce_cq_drive). */
+#define UROCE_POLL_YIELD_NS 20000ull
+
 void uroce_cq_drive(struct uroce_cq *cq)
 {
-	if (!__atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
-		int nep = atomic_load(&cq->ctx->nep);
+	static __thread uint64_t empty_since;
+	struct uroce_ctx *ctx = cq->ctx;
+	int nep, got = 0;
+	uint64_t now;
 
-		int got = 0;
-
-		atomic_store_explicit(&cq->ctx->app_poll_ns, uroce_now_ns(), memory_order_relaxed);
-		for (int i = 0; i < nep; i++)
-			got += uroce_ep_poll(cq->ctx->ep[i], 64);
-		/* Nothing arrived: let the peer (often on the same few cores)
-		 * run.  Unlike a NIC, uroce shares the CPUs with the other side
-		 * of the connection; spinning without yielding starves it. */
-		if (!got && !__atomic_load_n(&cq->count, __ATOMIC_RELAXED))
-			sched_yield();
+	if (__atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
+		empty_since = 0;
+		return;
 	}
+	now = uroce_now_ns();
+	atomic_store_explicit(&ctx->app_poll_ns, now, memory_order_relaxed);
+	nep = atomic_load(&ctx->nep);
+	for (int i = 0; i < nep; i++)
+		got += uroce_ep_poll_app(ctx->ep[i], 64);
+	if (got || __atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
+		empty_since = 0;
+		return;
+	}
+	/* Nothing to do: the time to send the ACKs the receive path deferred
+	 * (src/net/endpoint.c).  Then, once the wait is no longer short, let
+	 * the peer run: unlike a NIC, uroce shares the CPUs with the other
+	 * side of the connection, and spinning without yielding starves it.
+	 * A short wait does not yield: on this path every system call counts
+	 * (a ping-pong's round trip is a few of them). */
+	uroce_ctx_send_owed_acks(ctx, false);
+	if (!empty_since)
+		empty_since = now;
+	else if (now - empty_since > UROCE_POLL_YIELD_NS)
+		sched_yield();
 }
 
 int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
@@ -332,6 +351,8 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 
 	if (!ibcq->channel)
 		return ur_dbg("req_notify_cq: CQ has no completion channel"), EINVAL;
+	/* the application is about to sleep: nothing it owes may wait */
+	uroce_ctx_send_owed_acks(cq->ctx, true);
 	pthread_mutex_lock(&cq->lock);
 	/* A request for all completions wins over solicited-only. */
 	if (!solicited_only || cq->armed != 1)

@@ -20,6 +20,42 @@ static int ndevs = -1;
 
 /* The verbs_device.ops slot: libmlx5/libefa compare it with their own ops to
  * recognise their devices, so it must be non-NULL and unlike theirs. */
+/* Open contexts, for the exit handler below. */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct uroce_ctx *open_ctxs;
+
+static void uroce_ctx_list(struct uroce_ctx *ctx)
+{
+	pthread_mutex_lock(&open_lock);
+	ctx->next_open = open_ctxs;
+	open_ctxs = ctx;
+	pthread_mutex_unlock(&open_lock);
+}
+
+static void uroce_ctx_unlist(struct uroce_ctx *ctx)
+{
+	pthread_mutex_lock(&open_lock);
+	for (struct uroce_ctx **p = &open_ctxs; *p; p = &(*p)->next_open)
+		if (*p == ctx) {
+			*p = ctx->next_open;
+			break;
+		}
+	pthread_mutex_unlock(&open_lock);
+}
+
+/* A process may exit right after it sees a completion, without closing
+ * anything: the ACKs its last ibv_poll_cq deferred (src/net/endpoint.c)
+ * still go out, or the peer would retry until its retry_cnt runs out.
+ * Only try-locks: another thread may be anywhere at exit. */
+__attribute__((destructor)) static void uroce_exit_send_acks(void)
+{
+	if (pthread_mutex_trylock(&open_lock))
+		return;
+	for (struct uroce_ctx *c = open_ctxs; c; c = c->next_open)
+		uroce_ctx_send_owed_acks(c, false);
+	pthread_mutex_unlock(&open_lock);
+}
+
 static const struct {
 	const char *name;
 } uroce_dev_ops = { "uroce" };
@@ -406,6 +442,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	if (ctx->vctx.context.cmd_fd < 0)
 		goto err_pipe;
 
+	uroce_ctx_list(ctx);
 	ur_info("opened %s (interface %s)", device->name, ctx->dev->ifname);
 	uroce_async_event(ctx, IBV_EVENT_PORT_ACTIVE, NULL);
 	return &ctx->vctx.context;
@@ -428,6 +465,8 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 	if (!context)
 		return ur_dbg("close_device: context is NULL"), EINVAL;
 	ctx = to_uctx(context);
+	uroce_ctx_send_owed_acks(ctx, true);
+	uroce_ctx_unlist(ctx);
 	uroce_progress_stop(ctx);
 	for (int i = 0; i < ctx->nep; i++)
 		uroce_ep_close(ctx->ep[i]);

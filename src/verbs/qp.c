@@ -420,6 +420,11 @@ static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
 		return 0;
 	ur_dbg("QP 0x%06x: %s -> %s", qp->ibqp.qp_base.qp_num, uroce_qp_state_name(cur),
 	       uroce_qp_state_name(next));
+	/* An ACK an application poll deferred is owed for messages already
+	 * completed: it goes out before the QP stops responding. */
+	if ((next == IBV_QPS_RESET || next == IBV_QPS_ERR) && cur != IBV_QPS_RESET &&
+	    cur != IBV_QPS_ERR)
+		uroce_resp_flush_ack(qp);
 	switch (next) {
 	case IBV_QPS_RESET:
 		reset_qp(qp);
@@ -456,6 +461,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, in
 	qp = to_uqp(ibqp);
 	pthread_mutex_lock(&qp->lock);
 	err = modify_qp(qp, attr, attr_mask);
+	uroce_ep_flush(qp->ep); /* an owed ACK (modify_qp) */
 	uroce_stats_qp_update(qp);
 	pthread_mutex_unlock(&qp->lock);
 	return err;
@@ -604,6 +610,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 		     bool all_or_none)
 {
 	struct uroce_qp *qp = to_uqp(ibqp);
+	struct uroce_ep *ep;
 	uint32_t head0;
 	int err = 0;
 
@@ -649,10 +656,14 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	if (qp->attr.qp_state == IBV_QPS_ERR)
 		uroce_qp_flush(qp);
 	else
-		uroce_req_progress(qp);
+		uroce_req_run(qp);
 out:
-	uroce_ep_flush(qp->ep); /* what was posted leaves now */
+	ep = qp->ep;
 	pthread_mutex_unlock(&qp->lock);
+	/* What was posted leaves now, with the ACKs an application poll
+	 * deferred behind it in the same batch (src/net/endpoint.c). */
+	uroce_ep_send_owed_acks(ep, true);
+	uroce_ep_flush(ep);
 	return err;
 }
 

@@ -1,0 +1,206 @@
+/* ACK deferral (src/net/endpoint.c): an application thread that reads a
+ * SEND in ibv_poll_cq leaves its ACK owed, and the ACK still goes out by
+ * every way the responder can leave its verbs calls:
+ *   - the progress engine's grace slice, when the application goes quiet;
+ *   - the next ibv_post_send, in the same batch as the request;
+ *   - the next empty ibv_poll_cq, ibv_req_notify_cq, ibv_modify_qp to ERR,
+ *     ibv_destroy_qp;
+ *   - exit() without closing anything (a forked responder).
+ * With its progress engine stopped, the responder is shown to really defer
+ * (nothing reaches the requester until one of those calls), and the
+ * requester's SEND completes successfully after each one, with one ACK
+ * counted per message.
+ */
+#include <poll.h>
+#include <sys/wait.h>
+
+#include "rc_harness.h"
+
+static struct harness H;
+#define A (&H.s[0])
+#define B (&H.s[1])
+
+static void post_send1(struct side *s, uint64_t id, uint32_t len)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)s->buf, .length = len, .lkey = s->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+
+	CHECK(ibv_post_send(s->qp, &wr, &bad) == 0, "post_send");
+}
+
+static void post_recv1(struct side *s, uint64_t id)
+{
+	struct ibv_sge sge = {
+	    .addr = (uintptr_t)s->buf + 65536, .length = 4096, .lkey = s->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad;
+
+	CHECK(ibv_post_recv(s->qp, &wr, &bad) == 0, "post_recv");
+}
+
+/* Poll cq until it yields one completion (a successful one for wr_id). */
+static bool got_wc(struct ibv_cq *cq, uint64_t id, int timeout_ms, const char *what)
+{
+	struct ibv_wc wc;
+
+	if (wait_wc(cq, &wc, 1, timeout_ms)) {
+		printf("  %s: no completion in %d ms\n", what, timeout_ms);
+		return false;
+	}
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != id) {
+		printf("  %s: %s, wr_id %llu\n", what, ibv_wc_status_str(wc.status),
+		       (unsigned long long)wc.wr_id);
+		return false;
+	}
+	return true;
+}
+
+/* The requester's socket may only be drained by polling A: look at A's CQ
+ * without calling any verb on B for ms milliseconds. */
+static bool a_completes_within(int ms, uint64_t id)
+{
+	return got_wc(A->scq, id, ms, "requester");
+}
+
+/* B receives one SEND from A in ibv_poll_cq and so owes the ACK. */
+static void b_receives(uint64_t id)
+{
+	post_recv1(B, id);
+	post_send1(A, id, 100);
+	CHECK(got_wc(B->rcq, id, WAIT_MS, "responder"), "B receives SEND %llu",
+	      (unsigned long long)id);
+}
+
+static void test_progress_engine(void)
+{
+	uint64_t acks0 = CNT(&H, 1, acks_tx);
+
+	pair_create(&H, &H.o);
+	/* B then makes no verbs call at all: its progress engine sends it */
+	b_receives(1);
+	CHECK(a_completes_within(2000, 1), "progress engine sends the owed ACK");
+	CHECK(CNT(&H, 1, acks_tx) - acks0 == 1, "one ACK: %llu",
+	      (unsigned long long)(CNT(&H, 1, acks_tx) - acks0));
+}
+
+/* With B's progress engine stopped, only B's own calls send the ACK. */
+static void test_flush_points(void)
+{
+	struct uroce_ctx *bctx = to_uctx(B->ctx);
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *ncq;
+	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_ERR};
+	uint64_t acks0;
+	struct ibv_wc wc;
+
+	pair_create(&H, &H.o);
+	uroce_progress_stop(bctx);
+
+	/* deferred for real: no ACK while B does nothing */
+	acks0 = CNT(&H, 1, acks_tx);
+	b_receives(10);
+	CHECK(CNT(&H, 1, acks_tx) == acks0, "the ACK waits while B is busy elsewhere");
+	CHECK(!got_wc(A->scq, 10, 20, "requester (expected to wait)"), "A waits for the ACK");
+
+	/* an empty poll sends it */
+	CHECK(ibv_poll_cq(B->rcq, 1, &wc) == 0, "B's CQ is empty");
+	CHECK(a_completes_within(2000, 10), "empty poll sends the ACK");
+
+	/* a post carries it: B's reply and the ACK in one batch */
+	b_receives(11);
+	post_recv1(A, 12);
+	post_send1(B, 12, 64);
+	CHECK(a_completes_within(2000, 11), "the reply's post sends the ACK");
+	CHECK(got_wc(A->rcq, 12, 2000, "A's receive"), "A receives the reply");
+	/* (A owes B the reply's ACK: A's empty poll below sends it) */
+	CHECK(ibv_poll_cq(A->rcq, 1, &wc) == 0 && got_wc(B->scq, 12, 2000, "B's reply"),
+	      "B's reply completes");
+
+	/* ibv_req_notify_cq: the application is about to sleep */
+	ch = ibv_create_comp_channel(B->ctx);
+	ncq = ch ? ibv_create_cq(B->ctx, 16, NULL, ch, 0) : NULL;
+	CHECK(ncq != NULL, "CQ with a channel");
+	b_receives(13);
+	if (ncq) {
+		CHECK(ibv_req_notify_cq(ncq, 0) == 0, "req_notify_cq");
+		CHECK(a_completes_within(2000, 13), "req_notify_cq sends the ACK");
+		ibv_destroy_cq(ncq);
+	}
+	if (ch)
+		ibv_destroy_comp_channel(ch);
+
+	/* modify to ERR: the messages before it were completed and are owed */
+	b_receives(14);
+	CHECK(ibv_modify_qp(B->qp, &qa, IBV_QP_STATE) == 0, "B to ERR");
+	CHECK(a_completes_within(2000, 14), "modify to ERR sends the ACK");
+
+	/* destroy_qp (creating a QP starts the engine again: stop it) */
+	pair_create(&H, &H.o);
+	uroce_progress_stop(bctx);
+	b_receives(15);
+	CHECK(ibv_destroy_qp(B->qp) == 0, "destroy B's QP");
+	B->qp = NULL;
+	CHECK(a_completes_within(2000, 15), "destroy_qp sends the ACK");
+}
+
+/* A responder process that exits as soon as it has its completion. */
+static void test_exit(void)
+{
+	int go[2], status = -1;
+	pid_t pid;
+	char c;
+
+	pair_create(&H, &H.o);
+	/* the child alone reads B's socket: B's engine stops before the fork */
+	uroce_progress_stop(to_uctx(B->ctx));
+	post_recv1(B, 20);
+	if (pipe(go)) {
+		CHECK(0, "pipe: %s", strerror(errno));
+		return;
+	}
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		/* the child is B (its QP, socket and memory are inherited) */
+		struct ibv_wc wc;
+
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(2);
+		while (ibv_poll_cq(B->rcq, 1, &wc) == 0)
+			;
+		exit(wc.status == IBV_WC_SUCCESS ? 0 : 3); /* no close, no destroy */
+	}
+	close(go[0]);
+	if (write(go[1], "g", 1) != 1)
+		CHECK(0, "pipe write");
+	post_send1(A, 20, 100);
+	CHECK(a_completes_within(5000, 20), "a responder that exits still ACKs");
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status 0x%x", status);
+	close(go[1]);
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	unsetenv("UROCE_FAULT");
+	if (harness_open(&H)) {
+		printf("0 passed, 1 failed\n");
+		return 1;
+	}
+	H.o = default_opts(IBV_MTU_1024);
+	/* 268 ms: longer than the cases wait for an ACK not to come; few
+	 * retries, so an ACK lost for good fails the case */
+	H.o.timeout = 16;
+	H.o.retry_cnt = 3;
+	test_progress_engine();
+	test_flush_points();
+	test_exit();
+	harness_close(&H);
+	return finish("test_ackdefer");
+}
