@@ -329,7 +329,8 @@ static int scan(const struct opts *o, struct snapset *ss)
 			snap_free(&s);
 			continue;
 		}
-		qsort(s.qps, s.nqps, sizeof(*s.qps), cmp_qp);
+		if (s.nqps) /* (qsort wants a valid pointer even for none) */
+			qsort(s.qps, s.nqps, sizeof(*s.qps), cmp_qp);
 		if (ss->n == cap) {
 			struct snap *n;
 
@@ -344,7 +345,8 @@ static int scan(const struct opts *o, struct snapset *ss)
 		ss->s[ss->n++] = s;
 	}
 	closedir(d);
-	qsort(ss->s, (size_t)ss->n, sizeof(*ss->s), cmp_snap);
+	if (ss->n)
+		qsort(ss->s, (size_t)ss->n, sizeof(*ss->s), cmp_snap);
 	return 0;
 }
 

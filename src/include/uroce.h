@@ -36,7 +36,7 @@ enum {
 	UROCE_MAX_QP_WR = 16384,
 	UROCE_MAX_SGE = 32,
 	UROCE_MAX_INLINE = 512,
-	UROCE_MAX_CQE = 65536,
+	UROCE_MAX_CQE = 4194303, /* as mlx5: perftest -q 1024 asks 128 per QP */
 	UROCE_MAX_CQ = 16384,
 	UROCE_MAX_QP = 16384,
 	UROCE_MAX_MR = 65536,
@@ -113,6 +113,7 @@ struct uroce_ep {
 	struct uroce_ep_tx *tx;
 	bool gso;
 	uint32_t rcvbuf; /* SO_RCVBUF as granted: bounds the RC send window */
+	atomic_int tx_inflight; /* packets its RC QPs have in flight (rc.h) */
 	/* Some QP on this endpoint owes an ACK that an application poll
 	 * deferred (src/net/endpoint.c, "ACK deferral"). */
 	atomic_bool ack_owed;
@@ -359,6 +360,7 @@ struct uroce_qp {
 		uint32_t psn;	     /* next PSN to send */
 		uint32_t offset;     /* bytes of sq.wqe[sq.req] already sent */
 		uint32_t inflight;   /* packets sent and not acknowledged */
+		uint32_t counted;    /* the part of inflight in ep->tx_inflight */
 		uint32_t rd_inflight; /* READ/atomic requests outstanding */
 		uint32_t una_psn;    /* oldest unacknowledged PSN */
 		int retry_cnt, rnr_retry;

@@ -239,7 +239,7 @@ static struct uroce_swqe *resp_wqe(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		/* a response is missing: ask again from the first gap */
 		uroce_qp_count(qp, out_of_seq, 1);
 		retry_from_una(qp);
-		uroce_req_progress(qp);
+		uroce_req_run(qp); /* sent with the receive batch */
 		return NULL;
 	}
 	w = wqe_for_psn(qp, pkt->psn);
@@ -323,7 +323,7 @@ static void do_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	resp_placed(qp, pkt, w);
 }
 
-void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
+static void rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	enum comp_state s;
 	uint8_t syn;
@@ -416,5 +416,11 @@ void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_qp_count(qp, duplicates, 1);
 		return;
 	}
-	uroce_req_progress(qp);
+	uroce_req_run(qp); /* sent with the receive batch (ep_poll) */
+}
+
+void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	rcv_response(qp, pkt);
+	rc_sync_inflight(qp);
 }

@@ -19,6 +19,49 @@ static inline uint32_t rc_window(const struct uroce_qp *qp)
 	return w < 8 ? 8 : w > UROCE_WINDOW ? UROCE_WINDOW : w;
 }
 
+/* What all the QPs of an endpoint may have in flight together: 8 or 255
+ * QPs of one process mostly send to one peer socket, whose buffer is no
+ * larger than for one QP.  Half of the buffer, in packets: with the one
+ * packet each idle QP may always send (rc_may_send), 255 QPs starting at
+ * once still fit. */
+static inline uint32_t rc_ep_budget(const struct uroce_qp *qp)
+{
+	uint32_t b = qp->ep->rcvbuf / 2 / (qp->mtu + 128);
+
+	return b < 8 ? 8 : b;
+}
+
+/* The endpoint's packets in flight, this QP's latest included. */
+static inline uint32_t rc_ep_inflight(const struct uroce_qp *qp)
+{
+	int t = atomic_load_explicit(&qp->ep->tx_inflight, memory_order_relaxed) +
+		(int)(qp->req.inflight - qp->req.counted);
+
+	return t < 0 ? 0 : (uint32_t)t;
+}
+
+/* May the QP put n more packets in flight?  Its own window, and the
+ * endpoint's budget unless the QP has nothing in flight (each QP may always
+ * send, so none starves: a burst from 1,024 QPs is 1,024 packets). */
+static inline bool rc_may_send(const struct uroce_qp *qp, uint32_t n)
+{
+	if (!qp->req.inflight)
+		return true;
+	return qp->req.inflight + n <= rc_window(qp) && rc_ep_inflight(qp) + n <= rc_ep_budget(qp);
+}
+
+/* Bring ep->tx_inflight up to date after qp->req.inflight changed (qp->lock
+ * held; a relaxed counter: the budget is a bound on a rate, not a lock). */
+static inline void rc_sync_inflight(struct uroce_qp *qp)
+{
+	int d = (int)qp->req.inflight - (int)qp->req.counted;
+
+	if (!d || !qp->ep)
+		return;
+	atomic_fetch_add_explicit(&qp->ep->tx_inflight, d, memory_order_relaxed);
+	qp->req.counted = qp->req.inflight;
+}
+
 static inline struct uroce_swqe *swqe(struct uroce_qp *qp, uint32_t i)
 {
 	return &qp->sq.wqe[i & (qp->sq.size - 1)];

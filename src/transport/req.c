@@ -106,6 +106,20 @@ static void fail_wqe(struct uroce_qp *qp, struct uroce_swqe *w, enum ibv_wc_stat
 	uroce_comp_retire(qp);
 }
 
+/* AckReq (IBTA 9.7.5.1): on the last packet of a message, every
+ * UROCE_ACKREQ_EVERY packets, at three quarters of the QP's window, and on
+ * every packet once the endpoint's budget is three quarters used: a peer
+ * that acknowledges only what asks for it (kernel rxe) must answer before a
+ * small window (a small SO_RCVBUF) or the shared budget (many QPs) is used
+ * up, or the QP would stall until its timeout. */
+static bool ack_wanted(const struct uroce_qp *qp, bool last)
+{
+	uint32_t w = rc_window(qp), b = rc_ep_budget(qp);
+
+	return last || (qp->req.psn % UROCE_ACKREQ_EVERY) == 0 || qp->req.inflight + 1 == w - w / 4 ||
+	       rc_ep_inflight(qp) + 1 >= b - b / 4;
+}
+
 /* Send the next packet of w (a SEND or WRITE) at qp->req.offset. */
 static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
 {
@@ -133,8 +147,7 @@ static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
 		ur_ieth_set(&pkt, w->imm_data); /* the rkey to invalidate */
 	if (last && (w->send_flags & IBV_SEND_SOLICITED))
 		ur_bth_set_se(&pkt, true);
-	ur_bth_set_ackreq(&pkt, qp->tr != UR_TR_UC &&
-				      (last || (qp->req.psn % UROCE_ACKREQ_EVERY) == 0));
+	ur_bth_set_ackreq(&pkt, qp->tr != UR_TR_UC && ack_wanted(qp, last));
 	ur_bth_set_psn(&pkt, qp->req.psn);
 
 	if (w->inline_data) {
@@ -187,7 +200,7 @@ static enum req_result send_read(struct uroce_qp *qp, struct uroce_swqe *w)
 	if (len > chunk - off % chunk)
 		len = chunk - off % chunk;
 	n = len ? (len + qp->mtu - 1) / qp->mtu : 1;
-	if (qp->req.inflight && qp->req.inflight + n > rc_window(qp))
+	if (!rc_may_send(qp, n))
 		return REQ_BLOCKED;
 	if (!off) {
 		w->first_psn = qp->req.psn;
@@ -262,7 +275,7 @@ static enum req_result req_step(struct uroce_qp *qp)
 
 	if (qp->sq.req == qp->sq.head)
 		return REQ_BLOCKED;
-	if (qp->req.inflight >= rc_window(qp))
+	if (!rc_may_send(qp, 1))
 		return REQ_BLOCKED;
 	w = swqe(qp, qp->sq.req);
 	if (swqe_is_rd(w) && qp->req.rd_inflight >= max_rd)
@@ -302,6 +315,7 @@ void uroce_req_run(struct uroce_qp *qp)
 	} while (r == REQ_SENT || r == REQ_DONE_WQE);
 	if (qp->req.inflight && !qp->req.deadline_ns)
 		uroce_req_arm(qp);
+	rc_sync_inflight(qp);
 }
 
 /* Go back to psn: the WQE that holds it becomes the next to send, from the
@@ -343,6 +357,7 @@ void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
 	qp->req.inflight = 0;
 	qp->req.rd_inflight = 0;
 	qp->req.deadline_ns = 0;
+	rc_sync_inflight(qp);
 }
 
 /* Retransmission timer (IBTA 9.7.6.1.3, C9-139..141): resend from the oldest

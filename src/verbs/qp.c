@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "uroce.h"
+#include "transport/rc.h"
 #include "verbs/qp_rules.h"
 #include "verbs/verbs_ex.h"
 #include "verbs/verbs_ops.h"
@@ -295,6 +296,8 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	if (qp->attr.qp_state != IBV_QPS_RESET && qp->attr.qp_state != IBV_QPS_ERR)
 		uroce_resp_flush_ack(qp);
 	uroce_ep_flush(qp->ep);
+	qp->req.inflight = 0;
+	rc_sync_inflight(qp); /* no longer one of the endpoint's senders */
 	pthread_mutex_unlock(&qp->lock);
 
 	atomic_fetch_sub(&ctx->nqp_total, 1);
@@ -336,6 +339,8 @@ static int set_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah, char *why, 
 
 static void reset_qp(struct uroce_qp *qp)
 {
+	qp->req.inflight = 0;
+	rc_sync_inflight(qp);
 	qp->sq.head = qp->sq.req = qp->sq.tail = 0;
 	qp->rq.head = qp->rq.tail = 0;
 	memset(&qp->req, 0, sizeof(qp->req));
@@ -731,6 +736,7 @@ void uroce_qp_flush(struct uroce_qp *qp)
 	qp->req.deadline_ns = 0;
 	qp->req.rnr_until_ns = 0;
 	qp->req.inflight = 0;
+	rc_sync_inflight(qp);
 	if (qp->resp.have_rwqe) {
 		struct ibv_cq *cq = qp->ibqp.qp_base.recv_cq;
 
