@@ -705,7 +705,7 @@ sec_key() {
 		qperf_point tcp_bw "$KEY_BW" "$r" bw_MBps "$PERF_DUR"
 		uroce_bw ib_send_bw "$KEY_BW" "$r" rc
 		uroce_bw ib_write_bw "$KEY_BW" "$r" rc_q8 -q 8
-		uroce_bw ib_write_bw "$KEY_BW" "$r" rc_q1024 -q 1024
+		uroce_bw ib_write_bw "$KEY_BW" "$r" rc_q1024 -q 1024 -D 3 # setting up 1,024 QPs takes a while
 		pingpong "$KEY_LAT" "$r" "$PP_ITERS"
 		uroce_lat ib_send_lat "$KEY_LAT" "$r" rc
 		uroce_lat ib_write_lat "$KEY_LAT" "$r" rc

@@ -171,6 +171,9 @@ static void *progress_main(void *arg)
 			if (n > 0)
 				drain_wake(ctx);
 			uroce_ctx_send_owed_acks(ctx, false);
+			/* and what an autocorked post left (qp.c) */
+			for (int i = 0; i < atomic_load(&ctx->nep); i++)
+				uroce_ep_flush(ctx->ep[i]);
 			continue;
 		}
 		/* Deep sleep: only a packet, a timer or a wake ends it.  An

@@ -21,9 +21,10 @@ static inline uint32_t rc_window(const struct uroce_qp *qp)
 
 /* What all the QPs of an endpoint may have in flight together: 8 or 255
  * QPs of one process mostly send to one peer socket, whose buffer is no
- * larger than for one QP.  Half of the buffer, in packets: with the one
- * packet each idle QP may always send (rc_may_send), 255 QPs starting at
- * once still fit. */
+ * larger than for one QP.  Half of SO_RCVBUF as read back, which the kernel
+ * doubles to allow for per-packet overhead: the buffer asked for, in
+ * packets.  With the one packet each idle QP may always send
+ * (rc_may_send), 255 QPs starting at once still mostly fit. */
 static inline uint32_t rc_ep_budget(const struct uroce_qp *qp)
 {
 	uint32_t b = qp->ep->rcvbuf / 2 / (qp->mtu + 128);

@@ -617,10 +617,18 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	struct uroce_qp *qp = to_uqp(ibqp);
 	struct uroce_ep *ep;
 	uint32_t head0;
+	bool cork;
 	int err = 0;
 
 	pthread_mutex_lock(&qp->lock);
 	head0 = qp->sq.head;
+	/* Autocork: while earlier packets of this QP are unacknowledged, what
+	 * this post adds waits in the endpoint's GSO batch for more posts, the
+	 * batch filling up, or the ACK it will get (every receive batch
+	 * flushes the transmit batch), whichever comes first: a stream of small
+	 * messages leaves 64 to a sendmsg instead of one.  A QP with nothing in
+	 * flight - a ping-pong, the first post of a burst - sends at once. */
+	cork = qp->req.inflight != 0;
 	if (qp->attr.qp_state < IBV_QPS_RTS) {
 		ur_dbg("post_send: QP 0x%06x is in %s; sends need RTS", ibqp->qp_num,
 		       uroce_qp_state_name(qp->attr.qp_state));
@@ -668,7 +676,8 @@ out:
 	/* What was posted leaves now, with the ACKs an application poll
 	 * deferred behind it in the same batch (src/net/endpoint.c). */
 	uroce_ep_send_owed_acks(ep, true);
-	uroce_ep_flush(ep);
+	if (!cork)
+		uroce_ep_flush(ep);
 	return err;
 }
 
