@@ -469,13 +469,18 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
  * sendmsg is no longer between the packet's arrival and the application
  * seeing it.  An owed ACK leaves at the first of:
  *  - the next ibv_post_send on the endpoint (after the request it carries);
- *  - an ibv_poll_cq that finds nothing, ibv_req_notify_cq, modify to ERR or
- *    RESET, destroy_qp, close_device, and process exit;
+ *  - ibv_poll_cq once the CQs have been empty for 20 us (not sooner: the
+ *    peer would complete and may turn to spinning on memory before our
+ *    next request, which then waits for its progress thread; see cq.c),
+ *    ibv_req_notify_cq, modify to ERR or RESET, destroy_qp, close_device,
+ *    and process exit;
  *  - the progress engine's next look (at most UROCE_GRACE_SLICE_MS later);
- *  - UROCE_ACK_DEFER_PKTS packets on one QP, or a batch of
- *    UROCE_ACK_DEFER_BATCH packets (a stream: one ACK per batch is cheap
- *    there and the requester's window must keep moving). */
-enum { UROCE_ACK_DEFER_BATCH = 4, UROCE_ACK_DEFER_PKTS = 16 };
+ *  - UROCE_ACK_DEFER_PKTS packets on one QP, or a recvmmsg batch of
+ *    UROCE_ACK_DEFER_BATCH datagrams (a stream: one ACK per batch is cheap
+ *    there and the requester's window must keep moving).  A 64 KiB WRITE
+ *    (16 packets) may still wait: a smaller bound let ib_write_lat's peer
+ *    complete early and cost 2 ms per iteration. */
+enum { UROCE_ACK_DEFER_BATCH = 8, UROCE_ACK_DEFER_PKTS = 64 };
 
 static __thread bool deferring_acks;
 
