@@ -207,7 +207,12 @@ def judge(num, den, op, goal):
         return None, f"peer {den.status}"
     r = num.median / den.median
     ok = r >= goal if op == ">=" else r <= goal
-    return r, "PASS" if ok else "MISS"
+    verdict = "PASS" if ok else "MISS"
+    # a rep that failed is part of the verdict, not silently left out
+    bad = [st for st in num.statuses + den.statuses if st != "ok"]
+    if bad:
+        verdict += f" ({len(bad)} of {len(num.statuses) + len(den.statuses)} runs failed)"
+    return r, verdict
 
 
 def main():
