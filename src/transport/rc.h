@@ -9,27 +9,27 @@
 #define UROCE_WINDOW 256u
 #define UROCE_ACKREQ_EVERY 32u
 
-/* Packets in flight: at most UROCE_WINDOW, and no more than half of what the
- * peer's socket buffer holds (estimated by ours: same host, same limits), so
- * a window does not overrun the receiver and turn into retransmissions. */
-static inline uint32_t rc_window(const struct uroce_qp *qp)
-{
-	uint32_t w = qp->ep->rcvbuf / 2 / (qp->mtu + 128);
-
-	return w < 8 ? 8 : w > UROCE_WINDOW ? UROCE_WINDOW : w;
-}
-
 /* What all the QPs of an endpoint may have in flight together: 8 or 255
  * QPs of one process mostly send to one peer socket, whose buffer is no
- * larger than for one QP.  Half of SO_RCVBUF as read back, which the kernel
- * doubles to allow for per-packet overhead: the buffer asked for, in
- * packets.  With the one packet each idle QP may always send
- * (rc_may_send), 255 QPs starting at once still mostly fit. */
+ * larger than for one QP (estimated by ours: same host, same limits).
+ * Half of SO_RCVBUF as read back, which the kernel doubles to allow for
+ * per-packet overhead: the buffer asked for, in packets.  With the one
+ * packet each idle QP may always send (rc_may_send), 255 QPs starting at
+ * once still mostly fit. */
 static inline uint32_t rc_ep_budget(const struct uroce_qp *qp)
 {
 	uint32_t b = qp->ep->rcvbuf / 2 / (qp->mtu + 128);
 
 	return b < 8 ? 8 : b;
+}
+
+/* Packets in flight per QP: the endpoint's budget, at most UROCE_WINDOW,
+ * so a window does not overrun the receiver and turn into retransmissions. */
+static inline uint32_t rc_window(const struct uroce_qp *qp)
+{
+	uint32_t w = rc_ep_budget(qp);
+
+	return w > UROCE_WINDOW ? UROCE_WINDOW : w;
 }
 
 /* The endpoint's packets in flight, this QP's latest included. */

@@ -552,10 +552,10 @@ void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 				qp->resp.msn = (qp->resp.msn + 1) & 0xffffffu;
 			/* Acknowledged once per receive batch, whether it
 			 * asked (AckReq) or not (an unsolicited ACK is always
-			 * allowed, 9.7.5.1): a requester whose window shrank
-			 * below what it had sent without AckReq must not wait
-			 * for its timeout.  (complete_recv may have
-			 * acknowledged it already.) */
+			 * allowed, 9.7.5.1): a requester that its window or
+			 * its endpoint's budget stopped with no AckReq
+			 * outstanding must not wait for its timeout.
+			 * (complete_recv may have acknowledged it already.) */
 			if (!(qp->resp.acked && qp->resp.acked_psn == pkt->psn)) {
 				qp->resp.ack_pending = true;
 				qp->resp.ack_psn = pkt->psn;

@@ -286,14 +286,14 @@ void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 	pthread_mutex_unlock(&cq->lock);
 }
 
-/* An application that polls an empty CQ drives the receive path itself:
- * no thread wake-up between a packet and its completion, and on a
- * machine with few cores the spinning thread does useful work.
- * (ibv_poll_cq and ibv_start_poll; no CQ lock held.) */
 /* An application thread that has found its CQs empty for this long yields
  * the CPU on each further empty poll (see uroce_cq_drive). */
 #define UROCE_POLL_YIELD_NS 20000ull
 
+/* An application that polls an empty CQ drives the receive path itself:
+ * no thread wake-up between a packet and its completion, and on a
+ * machine with few cores the spinning thread does useful work.
+ * (ibv_poll_cq and ibv_start_poll; no CQ lock held.) */
 void uroce_cq_drive(struct uroce_cq *cq)
 {
 	static __thread uint64_t empty_since;
