@@ -363,6 +363,7 @@ struct uroce_qp {
 		uint32_t counted;    /* the part of inflight in ep->tx_inflight */
 		uint32_t rd_inflight; /* READ/atomic requests outstanding */
 		uint32_t una_psn;    /* oldest unacknowledged PSN */
+		uint32_t max_psn;    /* past the highest PSN ever sent (before a go-back) */
 		int retry_cnt, rnr_retry;
 		uint64_t deadline_ns; /* retransmit timer; 0 = idle */
 		uint64_t rnr_until_ns; /* RNR back-off: do not send before */

@@ -9,6 +9,7 @@
 enum comp_state {
 	COMPST_CHECK_PSN,
 	COMPST_ACK,
+	COMPST_ACK_AHEAD,
 	COMPST_READ,
 	COMPST_ATOMIC,
 	COMPST_RNR,
@@ -18,8 +19,8 @@ enum comp_state {
 };
 
 static const char *const comp_state_name[] = {
-    "check-psn", "ack",		"read-response", "atomic-ack",
-    "rnr-nak",	 "nak-psn-seq", "nak-fatal",	 "drop",
+    "check-psn", "ack",		"ack-ahead", "read-response", "atomic-ack",
+    "rnr-nak",	 "nak-psn-seq", "nak-fatal", "drop",
 };
 
 static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
@@ -171,9 +172,24 @@ static void fail_at(struct uroce_qp *qp, uint32_t psn, enum ibv_wc_status st)
 
 static enum comp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
-	/* A response for a PSN never sent is bogus (C9-?): drop it. */
-	if (ur_psn_diff(pkt->psn, qp->req.psn) >= 0)
+	/* IBTA 9.7.5.1.1: an ACK is valid from the oldest unacknowledged PSN
+	 * to the most recent one sent; past that it is bogus.  After a
+	 * go-back the most recent one sent is max_psn - 1, not req.psn - 1:
+	 * the responder answers each resent duplicate with an ACK of the
+	 * latest PSN it has (resp.c duplicate(), as rxe does), ahead of what is
+	 * being resent.  Dropping it would resend the same window, never
+	 * acknowledged, until the retries ran out. */
+	if (ur_psn_diff(pkt->psn, qp->req.max_psn) >= 0)
 		return COMPST_DROP;
+	if (ur_psn_diff(pkt->psn, qp->req.psn) >= 0) {
+		/* A READ response or atomic ACK there answers a request not
+		 * outstanding now; a NAK there is older than the go-back that
+		 * will resend past it.  Only an ACK says something new. */
+		if ((pkt->opcode & ~UR_TR_MASK) == UR_OPC_ACK &&
+		    (ur_aeth_syn(pkt) & UR_AETH_TYPE_MASK) == UR_AETH_ACK)
+			return COMPST_ACK_AHEAD;
+		return COMPST_DROP;
+	}
 	if (pkt->mask & URM_READ)
 		return COMPST_READ;
 	if (pkt->mask & URM_ATOMIC)
@@ -347,6 +363,15 @@ static void rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_qp_count(qp, acks_rx, 1);
 		if (!ack_upto(qp, pkt->psn))
 			retry_from_una(qp);
+		break;
+	case COMPST_ACK_AHEAD:
+		/* Everything resent so far arrived.  A READ or atomic among it
+		 * keeps una_psn at itself (ack_upto) but is not taken as lost:
+		 * the ACK answers a duplicate that may have been resent before
+		 * it, so its responses may still be on the way - the timer
+		 * asks again if they are not. */
+		uroce_qp_count(qp, acks_rx, 1);
+		ack_upto(qp, (qp->req.psn - 1) & UR_PSN_MASK);
 		break;
 	case COMPST_READ:
 		do_read_resp(qp, pkt);

@@ -106,6 +106,15 @@ static void fail_wqe(struct uroce_qp *qp, struct uroce_swqe *w, enum ibv_wc_stat
 	uroce_comp_retire(qp);
 }
 
+/* The next n PSNs are sent: max_psn keeps the highest ever sent, since
+ * after a go-back the responder may acknowledge past req.psn (comp.c). */
+static void req_advance(struct uroce_qp *qp, uint32_t n)
+{
+	qp->req.psn = (qp->req.psn + n) & UR_PSN_MASK;
+	if (ur_psn_diff(qp->req.psn, qp->req.max_psn) > 0)
+		qp->req.max_psn = qp->req.psn;
+}
+
 /* AckReq (IBTA 9.7.5.1): on the last packet of a message, every
  * UROCE_ACKREQ_EVERY packets, at three quarters of the QP's window, and on
  * every packet once the endpoint's budget is three quarters used: a peer
@@ -165,7 +174,7 @@ static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
 		}
 	}
 	uroce_qp_xmit(qp, &pkt);
-	qp->req.psn = (qp->req.psn + 1) & UR_PSN_MASK;
+	req_advance(qp, 1);
 	qp->req.offset += paylen;
 	if (qp->tr != UR_TR_UC)
 		qp->req.inflight++;
@@ -215,7 +224,7 @@ static enum req_result send_read(struct uroce_qp *qp, struct uroce_swqe *w)
 	ur_bth_set_psn(&pkt, qp->req.psn);
 	uroce_qp_xmit(qp, &pkt);
 	qp->req.inflight += n;
-	qp->req.psn = (qp->req.psn + n) & UR_PSN_MASK;
+	req_advance(qp, n);
 	qp->req.rd_inflight++; /* one per READ request, chunks included */
 	qp->req.offset += len;
 	if (qp->req.offset < w->length)
@@ -244,7 +253,7 @@ static enum req_result send_atomic(struct uroce_qp *qp, struct uroce_swqe *w)
 	ur_bth_set_ackreq(&pkt, true);
 	ur_bth_set_psn(&pkt, qp->req.psn);
 	uroce_qp_xmit(qp, &pkt);
-	qp->req.psn = (qp->req.psn + 1) & UR_PSN_MASK;
+	req_advance(qp, 1);
 	qp->req.inflight++;
 	qp->req.rd_inflight++;
 	w->state = UROCE_WQE_SENT;

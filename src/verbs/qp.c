@@ -416,6 +416,7 @@ static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
 		qp->attr.sq_psn = attr->sq_psn;
 		qp->req.psn = attr->sq_psn & UR_PSN_MASK;
 		qp->req.una_psn = qp->req.psn;
+		qp->req.max_psn = qp->req.psn;
 	}
 	if (mask & IBV_QP_PATH_MIG_STATE)
 		qp->attr.path_mig_state = attr->path_mig_state;

@@ -949,6 +949,122 @@ static void test_bogus_responses(void)
 	      "requester unchanged");
 }
 
+/* Post n signaled WQEs on T.req: 64-byte SENDs, a 64-byte READ at index
+ * rd (into M_ALL at offset 1024) unless rd < 0. */
+static void post_req_wqes(int n, int rd)
+{
+	for (int i = 0; i < n; i++) {
+		struct ibv_sge sg = {.addr = (uintptr_t)mem(M_ALL) + (i == rd ? 1024u : 0u),
+				     .length = 64,
+				     .lkey = T.mr[M_ALL]->lkey};
+		struct ibv_send_wr wr = {.wr_id = (uint64_t)i,
+					 .sg_list = &sg,
+					 .num_sge = 1,
+					 .opcode = i == rd ? IBV_WR_RDMA_READ : IBV_WR_SEND,
+					 .send_flags = IBV_SEND_SIGNALED},
+				   *bad;
+
+		if (i == rd) {
+			wr.wr.rdma.remote_addr = 0x1000;
+			wr.wr.rdma.rkey = 0x77;
+		}
+		if (ibv_post_send(T.req, &wr, &bad)) {
+			printf("ibv_post_send: %s\n", strerror(errno));
+			exit(1);
+		}
+	}
+}
+
+/* Expire T.req's retransmission timer now: go-back-N from una_psn. */
+static void fire_req_timer(void)
+{
+	struct uroce_qp *qp = to_uqp(T.req);
+
+	pthread_mutex_lock(&qp->lock);
+	qp->req.deadline_ns = 1;
+	uroce_req_timer(qp, uroce_now_ns());
+	pthread_mutex_unlock(&qp->lock);
+}
+
+static void inject_ack(uint32_t psn)
+{
+	mk(UR_OPC_ACK, qpn_of(T.req), psn, 0);
+	ur_aeth_set(&P, ACK_OK, 0);
+	send_p();
+}
+
+/* IBTA 9.7.5.1.1: after a go-back, an ACK is valid up to the most recent
+ * PSN ever sent, not just up to the one being resent.  The responder had
+ * all 12 packets, their ACK was lost; the timer resends from the first,
+ * but the window has meanwhile shrunk to 8 (the endpoint's budget), and
+ * the responder answers the resent duplicates with an ACK of its latest
+ * PSN, 11.  That ACK must acknowledge what was resent (once it was
+ * dropped as "never sent" and the QP resent the same 8 packets until
+ * RETRY_EXC_ERR); a READ among them stays outstanding until its response
+ * comes (an ACK carries no data) without being asked for again. */
+static void test_ack_past_go_back(void)
+{
+	struct uroce_qp *qp = to_uqp(T.req);
+	uint32_t rcvbuf = T.ep->rcvbuf;
+	struct ibv_wc wc[16];
+	struct reply r;
+	unsigned long retries;
+	int n, ok = 0, sent = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		int rd = pass ? 3 : -1;
+
+		qp_fresh_to(T.req, IBV_QPS_RTS, ACC_ALL);
+		qp->attr.timeout = 14; /* a timer, fired by hand below */
+		drain_cqs();
+		sink_drain();
+		T.ep->rcvbuf = rcvbuf;
+		post_req_wqes(12, rd);
+		uroce_ep_flush(T.ep); /* what autocork holds back */
+		for (sent = 0; !sink_get(&r, 100);)
+			sent++;
+		CHECK(sent == 12 && qp->req.psn == ((PSN0 + 12) & UR_PSN_MASK),
+		      "pass %d: 12 packets sent first (%d)", pass, sent);
+		/* budget 8: 2 * 8 packets of MTU + 128 bytes */
+		T.ep->rcvbuf = 2 * 8 * (MTU + 128);
+		fire_req_timer();
+		for (sent = 0; !sink_get(&r, 100);)
+			sent++;
+		CHECK(sent == 8, "pass %d: the timer resent a window of 8 (%d)", pass, sent);
+		retries = QPC(T.req, retries);
+		inject_ack(PSN0 + 11);
+		n = poll_all(T.cq, wc, 16);
+		CHECK(n == (pass ? 3 : 8), "pass %d: the ACK ahead completed %d WQEs", pass, n);
+		CHECK(qp->req.una_psn == ((PSN0 + (pass ? 3 : 8)) & UR_PSN_MASK),
+		      "pass %d: una_psn %u", pass, qp->req.una_psn);
+		CHECK(QPC(T.req, retries) == retries, "pass %d: no go-back for the READ", pass);
+		if (pass) {
+			mk(UR_OPC_READ_RESP_ONLY, qpn_of(T.req), PSN0 + 3, 64);
+			ur_aeth_set(&P, ACK_OK, 0);
+			send_p();
+			n += poll_all(T.cq, wc + n, 16 - n);
+			CHECK(n == 4 && wc[3].opcode == IBV_WC_RDMA_READ &&
+				  wc[3].status == IBV_WC_SUCCESS && mem(M_ALL)[1024] == 0xa0 &&
+				  mem(M_ALL)[1087] == 0xa0 + 63,
+			      "the READ completed with its data (%d)", n);
+			inject_ack(PSN0 + 11); /* answers the duplicates 4..7 */
+			n += poll_all(T.cq, wc + n, 16 - n);
+		}
+		/* the rest were sent for the first time after the go-back */
+		while (!sink_get(&r, 100))
+			;
+		inject_ack(PSN0 + 11);
+		n += poll_all(T.cq, wc + n, 16 - n);
+		ok = 0;
+		for (int i = 0; i < n; i++)
+			ok += wc[i].status == IBV_WC_SUCCESS && wc[i].wr_id == (uint64_t)i;
+		CHECK(n == 12 && ok == 12 && qp_state(T.req) == IBV_QPS_RTS && !qp->req.inflight,
+		      "pass %d: all 12 completed in order (%d, %d good)", pass, n, ok);
+	}
+	T.ep->rcvbuf = rcvbuf;
+	snap();
+}
+
 /* The same checks hold on the wire: a datagram from a real UDP socket. */
 static void test_over_udp(void)
 {
@@ -1151,6 +1267,7 @@ int main(void)
 	test_states();
 	test_xrc();
 	test_bogus_responses();
+	test_ack_past_go_back();
 	test_over_udp();
 	printf("test_hostile: %u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
