@@ -369,7 +369,8 @@ struct uroce_qp {
 		uint64_t rnr_until_ns; /* RNR back-off: do not send before */
 		bool need_retry;    /* went back to retry_psn; ignore gaps until una moves */
 		uint32_t retry_psn;
-		bool halted;	    /* a WQE failed locally: send nothing more */
+		bool halted; /* sq.wqe[halt_at] failed: send nothing from it on */
+		uint32_t halt_at;
 	} req;
 
 	/* completer state */

@@ -83,6 +83,8 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 	for (i = qp->sq.tail; i != qp->sq.req; i++) {
 		struct uroce_swqe *w = swqe(qp, i);
 
+		if (w->state == UROCE_WQE_DONE && w->status == IBV_WC_SUCCESS)
+			continue; /* a local operation, executed in order */
 		if (w->state != UROCE_WQE_SENT || ur_psn_diff(w->last_psn, psn) > 0)
 			break;
 		if (swqe_is_rd(w)) {
@@ -95,6 +97,17 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 			break;
 		}
 		w->state = UROCE_WQE_DONE;
+	}
+	if (i == qp->sq.req && qp->req.offset && i != qp->sq.head && swqe_is_rd(swqe(qp, i))) {
+		/* The same for a READ still being asked for chunk by chunk:
+		 * nothing from its first missing response on is acknowledged. */
+		uint32_t first = swqe(qp, i)->first_psn;
+		uint32_t miss = ur_psn_diff(qp->req.una_psn, first) > 0 ? qp->req.una_psn : first;
+
+		if (ur_psn_diff(psn, miss) >= 0) {
+			ok = false;
+			psn = (miss - 1) & UR_PSN_MASK;
+		}
 	}
 	if (ur_psn_diff(psn + 1, qp->req.una_psn) > 0) {
 		qp->req.una_psn = (psn + 1) & UR_PSN_MASK;
@@ -126,48 +139,55 @@ static void retry_from_una(struct uroce_qp *qp)
 	uroce_req_go_back(qp, qp->req.una_psn);
 }
 
-static struct uroce_swqe *wqe_for_psn(struct uroce_qp *qp, uint32_t psn)
+/* The SQ index of the WQE that psn belongs to, among those sent. */
+static bool wqe_idx_for_psn(struct uroce_qp *qp, uint32_t psn, uint32_t *idx)
 {
 	for (uint32_t i = qp->sq.tail; i != qp->sq.req; i++) {
 		struct uroce_swqe *w = swqe(qp, i);
 
 		if (w->state == UROCE_WQE_SENT && ur_psn_diff(psn, w->first_psn) >= 0 &&
-		    ur_psn_diff(psn, w->last_psn) <= 0)
-			return w;
+		    ur_psn_diff(psn, w->last_psn) <= 0) {
+			*idx = i;
+			return true;
+		}
 	}
 	/* the WQE being sent: a READ asked for chunk by chunk, or a message
 	 * longer than the window */
 	if (qp->sq.req != qp->sq.head && qp->req.offset) {
 		struct uroce_swqe *w = swqe(qp, qp->sq.req);
 
-		if (ur_psn_diff(psn, w->first_psn) >= 0 && ur_psn_diff(psn, qp->req.psn) < 0)
-			return w;
+		if (ur_psn_diff(psn, w->first_psn) >= 0 && ur_psn_diff(psn, qp->req.psn) < 0) {
+			*idx = qp->sq.req;
+			return true;
+		}
 	}
-	return NULL;
+	return false;
 }
 
+static struct uroce_swqe *wqe_for_psn(struct uroce_qp *qp, uint32_t psn)
+{
+	uint32_t i;
+
+	return wqe_idx_for_psn(qp, psn, &i) ? swqe(qp, i) : NULL;
+}
+
+/* The request at psn failed at the responder (a NAK, or a response that
+ * does not fit): what precedes it is acknowledged, it completes with st. */
 static void fail_at(struct uroce_qp *qp, uint32_t psn, enum ibv_wc_status st)
 {
-	struct uroce_swqe *w;
+	uint32_t i;
 
 	ack_upto(qp, (psn - 1) & UR_PSN_MASK);
-	w = wqe_for_psn(qp, psn);
-	if (!w && qp->sq.tail != qp->sq.req)
-		w = swqe(qp, qp->sq.tail);
-	if (!w) {
-		uroce_qp_error(qp);
+	if (qp->attr.qp_state == IBV_QPS_ERR)
 		return;
+	if (!wqe_idx_for_psn(qp, psn, &i)) {
+		if (qp->sq.tail == qp->sq.req) {
+			uroce_qp_error(qp);
+			return;
+		}
+		i = qp->sq.tail;
 	}
-	if (w == swqe(qp, qp->sq.req)) { /* failed while still being sent */
-		qp->sq.req++;
-		qp->req.offset = 0;
-	}
-	ur_dbg("QP 0x%06x: WQE %llu failed remotely: %s", qp->ibqp.qp_base.qp_num,
-	       (unsigned long long)w->wr_id, ibv_wc_status_str(st));
-	w->status = st;
-	w->state = UROCE_WQE_DONE;
-	qp->req.halted = true;
-	uroce_comp_retire(qp);
+	uroce_req_fail_wqe(qp, i, st);
 }
 
 static enum comp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
@@ -393,27 +413,33 @@ static void rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			}
 			qp->req.rnr_retry--;
 		}
-		uroce_req_go_back(qp, pkt->psn);
+		/* from una: the NAKed PSN, or a READ before it whose
+		 * responses the NAK shows lost (ack_upto) */
+		uroce_req_go_back(qp, qp->req.una_psn);
 		qp->req.rnr_until_ns = uroce_now_ns() + uroce_rnr_timer_ns(syn & 0x1f);
 		uroce_progress_arm(qp->ctx, qp->req.rnr_until_ns);
 		return; /* the timer resumes sending */
 	case COMPST_NAK_SEQ:
-		/* 9.7.5.2.3: resend from the PSN the responder expects */
+		/* 9.7.5.2.3: resend from the PSN the responder expects - or
+		 * from a READ before it whose responses the NAK shows lost
+		 * (ack_upto leaves una_psn there): going back past such a
+		 * READ left it unanswered, una_psn stuck, and every later NAK
+		 * spent a retry until RETRY_EXC_ERR. */
 		uroce_qp_count(qp, naks_rx, 1);
 		uroce_qp_count(qp, seq_naks_rx, 1);
 		ack_upto(qp, (pkt->psn - 1) & UR_PSN_MASK);
 		if (qp->attr.qp_state == IBV_QPS_ERR)
 			return;
-		if (qp->req.need_retry && qp->req.retry_psn == pkt->psn)
+		if (qp->req.need_retry && qp->req.retry_psn == qp->req.una_psn)
 			break;		      /* already going back there */
 		if (qp->req.retry_cnt == 0) { /* 7 is not forever: see req.c */
-			fail_at(qp, pkt->psn, IBV_WC_RETRY_EXC_ERR);
+			uroce_req_retry_exceeded(qp);
 			return;
 		}
 		qp->req.retry_cnt--;
 		qp->req.need_retry = true;
-		qp->req.retry_psn = pkt->psn;
-		uroce_req_go_back(qp, pkt->psn);
+		qp->req.retry_psn = qp->req.una_psn;
+		uroce_req_go_back(qp, qp->req.una_psn);
 		break;
 	case COMPST_NAK_FATAL: {
 		enum ibv_wc_status st;

@@ -97,6 +97,12 @@ static inline uint64_t rc_timeout_ns(const struct uroce_qp *qp)
 uint64_t uroce_rnr_timer_ns(unsigned int code);
 /* Restart sending at psn (go-back-N). */
 void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn);
+/* The WQE at SQ index i failed with st: it and what follows it are never
+ * sent (again); the WQEs before it may still be resent, and the completer
+ * reports the failure once they are done, in order. */
+void uroce_req_fail_wqe(struct uroce_qp *qp, uint32_t i, enum ibv_wc_status st);
+/* Retries exhausted: the oldest outstanding WQE fails. */
+void uroce_req_retry_exceeded(struct uroce_qp *qp);
 /* Complete WQEs in order from the SQ tail. */
 void uroce_comp_retire(struct uroce_qp *qp);
 /* (Re)arm the retransmission timer if packets are in flight. */

@@ -92,17 +92,22 @@ static uint8_t pick_opcode(const struct uroce_swqe *w, bool first, bool last)
 	}
 }
 
-/* The WQE cannot be sent: complete it with st and fail the QP (the
- * completer reports it in order). */
-static void fail_wqe(struct uroce_qp *qp, struct uroce_swqe *w, enum ibv_wc_status st)
+void uroce_req_fail_wqe(struct uroce_qp *qp, uint32_t i, enum ibv_wc_status st)
 {
-	ur_dbg("QP 0x%06x: WQE %llu fails locally: %s", qp->ibqp.qp_base.qp_num,
+	struct uroce_swqe *w = swqe(qp, i);
+
+	ur_dbg("QP 0x%06x: WQE %llu fails: %s", qp->ibqp.qp_base.qp_num,
 	       (unsigned long long)w->wr_id, ibv_wc_status_str(st));
 	w->status = st;
 	w->state = UROCE_WQE_DONE;
-	qp->req.halted = true;
-	qp->sq.req++;
-	qp->req.offset = 0;
+	if (!qp->req.halted || (int32_t)(i - qp->req.halt_at) < 0) {
+		qp->req.halted = true;
+		qp->req.halt_at = i;
+	}
+	if (i == qp->sq.req) { /* failed while being sent */
+		qp->sq.req++;
+		qp->req.offset = 0;
+	}
 	uroce_comp_retire(qp);
 }
 
@@ -169,7 +174,7 @@ static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
 				   pkt.payload, paylen, false, &st);
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		if (r) {
-			fail_wqe(qp, w, st);
+			uroce_req_fail_wqe(qp, qp->sq.req, st);
 			return REQ_ERROR;
 		}
 	}
@@ -266,15 +271,20 @@ static enum req_result send_atomic(struct uroce_qp *qp, struct uroce_swqe *w)
  * head of the send queue, in order with the other WQEs (IBTA 10.8.3.4). */
 static enum req_result exec_local(struct uroce_qp *qp, struct uroce_swqe *w)
 {
-	w->status = w->opcode == IBV_WR_BIND_MW ? uroce_mw_bind(qp, w->mw, w->rkey, &w->bind)
-						 : uroce_mw_invalidate(qp, w->imm_data, false);
+	enum ibv_wc_status st = w->opcode == IBV_WR_BIND_MW
+				    ? uroce_mw_bind(qp, w->mw, w->rkey, &w->bind)
+				    : uroce_mw_invalidate(qp, w->imm_data, false);
+
+	if (st != IBV_WC_SUCCESS) {
+		uroce_req_fail_wqe(qp, qp->sq.req, st);
+		return REQ_ERROR;
+	}
+	w->status = st;
 	w->state = UROCE_WQE_DONE;
-	if (w->status != IBV_WC_SUCCESS)
-		qp->req.halted = true;
 	qp->sq.req++;
 	qp->req.offset = 0;
 	uroce_comp_retire(qp);
-	return w->status == IBV_WC_SUCCESS ? REQ_DONE_WQE : REQ_ERROR;
+	return REQ_DONE_WQE;
 }
 
 static enum req_result req_step(struct uroce_qp *qp)
@@ -284,9 +294,18 @@ static enum req_result req_step(struct uroce_qp *qp)
 
 	if (qp->sq.req == qp->sq.head)
 		return REQ_BLOCKED;
-	if (!rc_may_send(qp, 1))
+	/* nothing after a failed WQE goes out (it completes in error) */
+	if (qp->req.halted && (int32_t)(qp->sq.req - qp->req.halt_at) > 0)
 		return REQ_BLOCKED;
 	w = swqe(qp, qp->sq.req);
+	if (w->state == UROCE_WQE_DONE) {
+		/* a go-back passed over it: a local operation already
+		 * executed, or the failed WQE itself */
+		qp->sq.req++;
+		return REQ_DONE_WQE;
+	}
+	if (!rc_may_send(qp, 1))
+		return REQ_BLOCKED;
 	if (swqe_is_rd(w) && qp->req.rd_inflight >= max_rd)
 		return REQ_BLOCKED; /* C9-?: at most max_rd_atomic outstanding */
 	/* IBV_SEND_FENCE: wait for outstanding READs/atomics (IBTA 10.8.3.3) */
@@ -311,7 +330,7 @@ void uroce_req_run(struct uroce_qp *qp)
 {
 	enum req_result r;
 
-	if (qp->attr.qp_state != IBV_QPS_RTS || qp->req.halted)
+	if (qp->attr.qp_state != IBV_QPS_RTS)
 		return;
 	if (qp->req.rnr_until_ns) {
 		if (uroce_now_ns() < qp->req.rnr_until_ns)
@@ -356,8 +375,11 @@ void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
 			k = 0;
 		qp->req.offset = (uint32_t)k * qp->mtu;
 		psn = (w->first_psn + (uint32_t)k) & UR_PSN_MASK;
+		/* DONE ones stay done: a local operation is not executed
+		 * twice, a failed WQE not sent again (req_step skips both) */
 		for (uint32_t j = i; j != qp->sq.req; j++)
-			swqe(qp, j)->state = UROCE_WQE_POSTED;
+			if (swqe(qp, j)->state != UROCE_WQE_DONE)
+				swqe(qp, j)->state = UROCE_WQE_POSTED;
 		qp->sq.req = i;
 	}
 	ur_dbg("QP 0x%06x: go back to psn %u (was at %u)", qp->ibqp.qp_base.qp_num, psn,
@@ -367,6 +389,18 @@ void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
 	qp->req.rd_inflight = 0;
 	qp->req.deadline_ns = 0;
 	rc_sync_inflight(qp);
+}
+
+/* IBTA 9.7.6.1.3: retries exhausted, the oldest outstanding WQE fails with
+ * IBV_WC_RETRY_EXC_ERR (and the QP with it). */
+void uroce_req_retry_exceeded(struct uroce_qp *qp)
+{
+	ur_dbg("QP 0x%06x: transport retry counter exceeded", qp->ibqp.qp_base.qp_num);
+	if (qp->sq.tail == qp->sq.head) {
+		uroce_qp_error(qp);
+		return;
+	}
+	uroce_req_fail_wqe(qp, qp->sq.tail, IBV_WC_RETRY_EXC_ERR);
 }
 
 /* Retransmission timer (IBTA 9.7.6.1.3, C9-139..141): resend from the oldest
@@ -389,16 +423,7 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 		return;
 	uroce_qp_count(qp, timeouts, 1);
 	if (qp->req.retry_cnt == 0) {
-		struct uroce_swqe *w = swqe(qp, qp->sq.tail);
-
-		ur_dbg("QP 0x%06x: transport retry counter exceeded", qp->ibqp.qp_base.qp_num);
-		if (qp->sq.tail == qp->sq.req) { /* still being sent */
-			qp->sq.req++;
-			qp->req.offset = 0;
-		}
-		w->status = IBV_WC_RETRY_EXC_ERR;
-		w->state = UROCE_WQE_DONE;
-		uroce_comp_retire(qp);
+		uroce_req_retry_exceeded(qp);
 		return;
 	}
 	qp->req.retry_cnt--;

@@ -986,11 +986,37 @@ static void fire_req_timer(void)
 	pthread_mutex_unlock(&qp->lock);
 }
 
+/* A response to T.req: an ACK/NAK with syndrome syn, or a 64-byte READ
+ * response (opc). */
+static void inject_resp(uint8_t opc, uint32_t psn, int syn)
+{
+	mk(opc, qpn_of(T.req), psn, opc == UR_OPC_ACK ? 0 : 64);
+	ur_aeth_set(&P, (uint8_t)syn, 0);
+	send_p();
+}
+
 static void inject_ack(uint32_t psn)
 {
-	mk(UR_OPC_ACK, qpn_of(T.req), psn, 0);
-	ur_aeth_set(&P, ACK_OK, 0);
-	send_p();
+	inject_resp(UR_OPC_ACK, psn, ACK_OK);
+}
+
+/* T.req fresh, with a retransmission timer (fired by hand: the progress
+ * thread is stopped), n WQEs posted (a READ at rd) and sent: returns how
+ * many packets the sink got. */
+static int req_start(int n, int rd)
+{
+	struct reply r;
+	int sent = 0;
+
+	qp_fresh_to(T.req, IBV_QPS_RTS, ACC_ALL);
+	to_uqp(T.req)->attr.timeout = 14;
+	drain_cqs();
+	sink_drain();
+	post_req_wqes(n, rd);
+	uroce_ep_flush(T.ep); /* what autocork holds back */
+	while (!sink_get(&r, 100))
+		sent++;
+	return sent;
 }
 
 /* IBTA 9.7.5.1.1: after a go-back, an ACK is valid up to the most recent
@@ -1014,15 +1040,8 @@ static void test_ack_past_go_back(void)
 	for (int pass = 0; pass < 2; pass++) {
 		int rd = pass ? 3 : -1;
 
-		qp_fresh_to(T.req, IBV_QPS_RTS, ACC_ALL);
-		qp->attr.timeout = 14; /* a timer, fired by hand below */
-		drain_cqs();
-		sink_drain();
 		T.ep->rcvbuf = rcvbuf;
-		post_req_wqes(12, rd);
-		uroce_ep_flush(T.ep); /* what autocork holds back */
-		for (sent = 0; !sink_get(&r, 100);)
-			sent++;
+		sent = req_start(12, rd);
 		CHECK(sent == 12 && qp->req.psn == ((PSN0 + 12) & UR_PSN_MASK),
 		      "pass %d: 12 packets sent first (%d)", pass, sent);
 		/* budget 8: 2 * 8 packets of MTU + 128 bytes */
@@ -1039,9 +1058,7 @@ static void test_ack_past_go_back(void)
 		      "pass %d: una_psn %u", pass, qp->req.una_psn);
 		CHECK(QPC(T.req, retries) == retries, "pass %d: no go-back for the READ", pass);
 		if (pass) {
-			mk(UR_OPC_READ_RESP_ONLY, qpn_of(T.req), PSN0 + 3, 64);
-			ur_aeth_set(&P, ACK_OK, 0);
-			send_p();
+			inject_resp(UR_OPC_READ_RESP_ONLY, PSN0 + 3, ACK_OK);
 			n += poll_all(T.cq, wc + n, 16 - n);
 			CHECK(n == 4 && wc[3].opcode == IBV_WC_RDMA_READ &&
 				  wc[3].status == IBV_WC_SUCCESS && mem(M_ALL)[1024] == 0xa0 &&
@@ -1062,6 +1079,66 @@ static void test_ack_past_go_back(void)
 		      "pass %d: all 12 completed in order (%d, %d good)", pass, n, ok);
 	}
 	T.ep->rcvbuf = rcvbuf;
+	snap();
+}
+
+/* 9.7.5.1.1: a sequence NAK for PSN 3 says the responder has 0..2, so a
+ * READ at PSN 1 whose response has not come lost it: the requester must
+ * go back to the READ, not to PSN 3 (where the READ was left unanswered,
+ * and each later NAK spent a retry until RETRY_EXC_ERR). */
+static void test_nak_past_read(void)
+{
+	struct uroce_qp *qp = to_uqp(T.req);
+	struct ibv_wc wc[8];
+	struct reply r;
+	int sent = req_start(4, 1), n;
+
+	CHECK(sent == 4, "4 requests sent (%d)", sent);
+	inject_resp(UR_OPC_ACK, PSN0 + 3, NAK(UR_NAK_PSN_SEQ_ERR));
+	CHECK(!sink_get(&r, 100) && r.opcode == (UR_OPC_READ_REQ | UR_TR_RC) &&
+		  r.psn == ((PSN0 + 1) & UR_PSN_MASK),
+	      "resent from the READ: opcode 0x%02x psn %u", r.opcode, r.psn);
+	sink_drain();
+	inject_resp(UR_OPC_READ_RESP_ONLY, PSN0 + 1, ACK_OK);
+	inject_ack(PSN0 + 3);
+	n = poll_all(T.cq, wc, 8);
+	CHECK(n == 4 && wc[1].opcode == IBV_WC_RDMA_READ && wc[3].status == IBV_WC_SUCCESS &&
+		  qp_state(T.req) == IBV_QPS_RTS && !qp->req.inflight,
+	      "all 4 completed (%d)", n);
+	snap();
+}
+
+/* A request NAKed fatally while a READ before it still waits for its
+ * response: the READ is asked for again on the timeout and completes,
+ * then the NAKed WQE completes in error and the QP fails.  (The NAKed
+ * WQE once came back to life in the go-back and blocked the QP - nothing
+ * sent, no timer, no completion: a hang.) */
+static void test_fatal_nak_past_read(void)
+{
+	struct ibv_wc wc[8];
+	struct reply r;
+	int sent = req_start(3, 1), n;
+
+	CHECK(sent == 3, "3 requests sent (%d)", sent);
+	inject_resp(UR_OPC_ACK, PSN0 + 2, NAK(UR_NAK_REM_ACCESS_ERR));
+	n = poll_all(T.cq, wc, 8);
+	CHECK(n == 1 && wc[0].wr_id == 0 && wc[0].status == IBV_WC_SUCCESS &&
+		  qp_state(T.req) == IBV_QPS_RTS,
+	      "the SEND before the READ completed, the QP waits for the READ (%d)", n);
+	sink_drain();
+	fire_req_timer();
+	sent = 0;
+	while (!sink_get(&r, 100))
+		CHECK(sent++ == 0 && r.opcode == (UR_OPC_READ_REQ | UR_TR_RC) &&
+			  r.psn == ((PSN0 + 1) & UR_PSN_MASK),
+		      "only the READ is resent: opcode 0x%02x psn %u", r.opcode, r.psn);
+	CHECK(sent == 1, "the READ was resent (%d)", sent);
+	inject_resp(UR_OPC_READ_RESP_ONLY, PSN0 + 1, ACK_OK);
+	n = poll_all(T.cq, wc, 8);
+	CHECK(n == 2 && wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS && wc[1].wr_id == 2 &&
+		  wc[1].status == IBV_WC_REM_ACCESS_ERR && qp_state(T.req) == IBV_QPS_ERR,
+	      "the READ, then the NAKed SEND in error, QP in ERR (%d: %s)", n,
+	      n > 1 ? ibv_wc_status_str(wc[1].status) : "-");
 	snap();
 }
 
@@ -1268,6 +1345,8 @@ int main(void)
 	test_xrc();
 	test_bogus_responses();
 	test_ack_past_go_back();
+	test_nak_past_read();
+	test_fatal_nak_past_read();
 	test_over_udp();
 	printf("test_hostile: %u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
