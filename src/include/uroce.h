@@ -114,6 +114,10 @@ struct uroce_ep {
 	bool gso;
 	uint32_t rcvbuf; /* SO_RCVBUF as granted: bounds the RC send window */
 	atomic_int tx_inflight; /* packets its RC QPs have in flight (rc.h) */
+	atomic_uint rx_batches; /* recvmmsg calls that returned packets: a probe
+				   waits while the endpoint hears anything (req.c) */
+	atomic_ullong probe_owner; /* rx_batches << 32 | 1 << 31 | QPN of the one
+				      QP that may probe during this silence (req.c) */
 	/* Some QP on this endpoint owes an ACK that an application poll
 	 * deferred (src/net/endpoint.c, "ACK deferral"). */
 	atomic_bool ack_owed;
@@ -365,7 +369,14 @@ struct uroce_qp {
 		uint32_t una_psn;    /* oldest unacknowledged PSN */
 		uint32_t max_psn;    /* past the highest PSN ever sent (before a go-back) */
 		int retry_cnt, rnr_retry;
-		uint64_t deadline_ns; /* retransmit timer; 0 = idle */
+		uint64_t deadline_ns; /* retransmit timer (a probe or the timeout); 0 = idle */
+		uint64_t progress_ns; /* when the timeout last started over */
+		uint64_t srtt_ns;     /* smoothed round trip, 0 = none measured yet */
+		uint64_t rtt_t0;      /* rtt_psn's send time, while rtt_on */
+		uint32_t rtt_psn;
+		bool rtt_on;
+		uint8_t probes;	       /* probes sent since the timeout started over */
+		unsigned int probe_rx; /* ep->rx_batches when the probe was armed */
 		uint64_t rnr_until_ns; /* RNR back-off: do not send before */
 		bool need_retry;    /* went back to retry_psn; ignore gaps until una moves */
 		uint32_t retry_psn;

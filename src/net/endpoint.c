@@ -580,6 +580,7 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app)
 		n = recvmmsg(ep->fd, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			break;
+		atomic_fetch_add_explicit(&ep->rx_batches, 1, memory_order_relaxed);
 		for (int i = 0; i < n; i++) {
 			if (rx->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
 				uroce_count(ep->ctx, rx_drop_parse, 1);

@@ -110,6 +110,7 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 		}
 	}
 	if (ur_psn_diff(psn + 1, qp->req.una_psn) > 0) {
+		uroce_req_rtt(qp, psn);
 		qp->req.una_psn = (psn + 1) & UR_PSN_MASK;
 		qp->req.need_retry = false;
 		/* IBTA C9-?: forward progress resets the retry counters */
@@ -292,6 +293,7 @@ static struct uroce_swqe *resp_wqe(struct uroce_qp *qp, struct uroce_pkt *pkt)
 /* The response was placed: advance and, on its WQE's last, complete. */
 static void resp_placed(struct uroce_qp *qp, struct uroce_pkt *pkt, struct uroce_swqe *w)
 {
+	uroce_req_rtt(qp, pkt->psn);
 	qp->req.una_psn = (pkt->psn + 1) & UR_PSN_MASK;
 	qp->req.need_retry = false;
 	qp->req.retry_cnt = qp->attr.retry_cnt;

@@ -4,6 +4,10 @@
 
 #include "uroce.h"
 
+/* Retransmission probes (req.c): the first at four smoothed round trips,
+ * at least UROCE_PROBE_MIN_NS, each next one twice as late. */
+#define UROCE_PROBE_MIN_NS 1000000ull
+
 /* Packets a requester may have in flight per QP, and how often it asks for
  * an ACK inside a long message (the last packet of a message always does). */
 #define UROCE_WINDOW 256u
@@ -105,6 +109,8 @@ void uroce_req_fail_wqe(struct uroce_qp *qp, uint32_t i, enum ibv_wc_status st);
 void uroce_req_retry_exceeded(struct uroce_qp *qp);
 /* Complete WQEs in order from the SQ tail. */
 void uroce_comp_retire(struct uroce_qp *qp);
+/* An ACK covers psn: take the round-trip sample if it is the one timed. */
+void uroce_req_rtt(struct uroce_qp *qp, uint32_t psn);
 /* (Re)arm the retransmission timer if packets are in flight. */
 void uroce_req_arm(struct uroce_qp *qp);
 

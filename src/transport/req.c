@@ -48,16 +48,60 @@ uint64_t uroce_rnr_timer_ns(unsigned int code)
 	return (uint64_t)us[code & 31] * 1000ull;
 }
 
+/* The next retransmission probe, from now (see uroce_req_timer). */
+static uint64_t probe_ns(const struct uroce_qp *qp)
+{
+	uint64_t p = 4 * qp->req.srtt_ns;
+
+	if (p < UROCE_PROBE_MIN_NS)
+		p = UROCE_PROBE_MIN_NS;
+	return p << (qp->req.probes < 16 ? qp->req.probes : 16);
+}
+
+/* One QP of an endpoint probes during one silence: the first whose probe
+ * falls due.  A silence that is the peer descheduled, not a loss, then
+ * costs one window resent instead of one per QP (1,024 QPs resending at
+ * once overflowed the peer's socket and turned into real losses). */
+static bool probe_claim(struct uroce_qp *qp, unsigned int rx)
+{
+	unsigned long long mine = (unsigned long long)rx << 32 | 1u << 31 | qp->ibqp.qp_base.qp_num;
+	unsigned long long cur = atomic_load(&qp->ep->probe_owner);
+
+	if (cur == mine)
+		return true;
+	if ((cur & 1u << 31) && (unsigned int)(cur >> 32) == rx)
+		return false; /* another QP's silence */
+	return atomic_compare_exchange_strong(&qp->ep->probe_owner, &cur, mine);
+}
+
+/* The responder showed progress (or sending starts): the timeout starts
+ * over, and the first probe is due in probe_ns(). */
 void uroce_req_arm(struct uroce_qp *qp)
 {
-	uint64_t t = rc_timeout_ns(qp);
+	uint64_t t = rc_timeout_ns(qp), p;
 
 	if (!qp->req.inflight || !t) {
 		qp->req.deadline_ns = 0;
 		return;
 	}
-	qp->req.deadline_ns = uroce_now_ns() + t;
+	qp->req.progress_ns = uroce_now_ns();
+	qp->req.probes = 0;
+	qp->req.probe_rx = atomic_load_explicit(&qp->ep->rx_batches, memory_order_relaxed);
+	p = probe_ns(qp);
+	qp->req.deadline_ns = qp->req.progress_ns + (p < t ? p : t);
 	uroce_progress_arm(qp->ctx, qp->req.deadline_ns);
+}
+
+/* An ACK covers psn: the round trip sample, if it is the one timed. */
+void uroce_req_rtt(struct uroce_qp *qp, uint32_t psn)
+{
+	uint64_t s;
+
+	if (!qp->req.rtt_on || ur_psn_diff(psn, qp->req.rtt_psn) < 0)
+		return;
+	qp->req.rtt_on = false;
+	s = uroce_now_ns() - qp->req.rtt_t0;
+	qp->req.srtt_ns = qp->req.srtt_ns ? qp->req.srtt_ns - qp->req.srtt_ns / 8 + s / 8 : s;
 }
 
 static uint8_t pick_opcode(const struct uroce_swqe *w, bool first, bool last)
@@ -115,9 +159,19 @@ void uroce_req_fail_wqe(struct uroce_qp *qp, uint32_t i, enum ibv_wc_status st)
  * after a go-back the responder may acknowledge past req.psn (comp.c). */
 static void req_advance(struct uroce_qp *qp, uint32_t n)
 {
-	qp->req.psn = (qp->req.psn + n) & UR_PSN_MASK;
-	if (ur_psn_diff(qp->req.psn, qp->req.max_psn) > 0)
-		qp->req.max_psn = qp->req.psn;
+	uint32_t psn = qp->req.psn;
+
+	qp->req.psn = (psn + n) & UR_PSN_MASK;
+	if (ur_psn_diff(qp->req.psn, qp->req.max_psn) <= 0)
+		return;
+	/* a first transmission: time its round trip unless one is being
+	 * timed (never a resent one: Karn's rule) */
+	if (!qp->req.rtt_on && qp->tr != UR_TR_UC) {
+		qp->req.rtt_on = true;
+		qp->req.rtt_psn = (psn + n - 1) & UR_PSN_MASK;
+		qp->req.rtt_t0 = uroce_now_ns();
+	}
+	qp->req.max_psn = qp->req.psn;
 }
 
 /* AckReq (IBTA 9.7.5.1): on the last packet of a message, every
@@ -388,6 +442,7 @@ void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
 	qp->req.inflight = 0;
 	qp->req.rd_inflight = 0;
 	qp->req.deadline_ns = 0;
+	qp->req.rtt_on = false;
 	rc_sync_inflight(qp);
 }
 
@@ -421,6 +476,32 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 	qp->req.deadline_ns = 0;
 	if (!qp->req.inflight)
 		return;
+	if (now - qp->req.progress_ns < rc_timeout_ns(qp)) {
+		/* A probe: the endpoint has heard nothing at all for a few of
+		 * this QP's round trips, well before the timeout - a packet
+		 * the responder cannot NAK was lost (the last of a burst, a
+		 * resent one, or the NAK itself).  Resend from una_psn
+		 * without spending a retry: retries count whole timeouts since
+		 * the last progress, as before, so a dead peer fails as late
+		 * as it did.  Duplicates are harmless (9.7.5.1.1).  While the
+		 * endpoint hears anything, the silence is a queue (1,024 QPs
+		 * behind one socket), not a loss: the probe waits. */
+		unsigned int rx = atomic_load_explicit(&qp->ep->rx_batches, memory_order_relaxed);
+		uint64_t next;
+
+		if (rx == qp->req.probe_rx && probe_claim(qp, rx)) {
+			qp->req.probes++;
+			uroce_req_go_back(qp, qp->req.una_psn);
+		}
+		qp->req.probe_rx = rx;
+		next = now + probe_ns(qp);
+		if (next > qp->req.progress_ns + rc_timeout_ns(qp))
+			next = qp->req.progress_ns + rc_timeout_ns(qp);
+		qp->req.deadline_ns = next;
+		uroce_progress_arm(qp->ctx, next);
+		uroce_req_progress(qp);
+		return;
+	}
 	uroce_qp_count(qp, timeouts, 1);
 	if (qp->req.retry_cnt == 0) {
 		uroce_req_retry_exceeded(qp);

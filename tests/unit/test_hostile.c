@@ -1142,6 +1142,41 @@ static void test_fatal_nak_past_read(void)
 	snap();
 }
 
+/* Retransmission probes (req.c): silence well before the timeout resends
+ * from una_psn without spending a retry; not while the endpoint hears
+ * anything (a queue, not a loss); the timeout itself still spends one. */
+static void test_probe(void)
+{
+	struct uroce_qp *qp = to_uqp(T.req);
+	unsigned long to0;
+	struct ibv_wc wc[4];
+	struct reply r;
+	int sent = req_start(2, -1), retry = qp->req.retry_cnt;
+
+	CHECK(sent == 2, "2 SENDs sent (%d)", sent);
+	qp->attr.timeout = 18; /* 1.07 s: the test's own waits stay well inside */
+	to0 = QPC(T.req, timeouts);
+	fire_req_timer();
+	for (sent = 0; !sink_get(&r, 100);)
+		sent++;
+	CHECK(sent == 2 && qp->req.retry_cnt == retry && QPC(T.req, timeouts) == to0,
+	      "a probe resent 2 (%d) and spent no retry (%d of %d)", sent, qp->req.retry_cnt,
+	      retry);
+	atomic_fetch_add(&T.ep->rx_batches, 1); /* the endpoint heard something */
+	fire_req_timer();
+	CHECK(sink_get(&r, 100), "no probe while the endpoint hears packets");
+	qp->req.progress_ns -= 2000000000ull; /* a whole timeout passed */
+	fire_req_timer();
+	for (sent = 0; !sink_get(&r, 100);)
+		sent++;
+	CHECK(sent == 2 && qp->req.retry_cnt == retry - 1 && QPC(T.req, timeouts) == to0 + 1,
+	      "the timeout resent 2 (%d) and spent a retry (%d)", sent, qp->req.retry_cnt);
+	inject_ack(PSN0 + 1);
+	CHECK(poll_all(T.cq, wc, 4) == 2 && qp->req.retry_cnt == retry && !qp->req.deadline_ns,
+	      "completed, retries back to %d", retry);
+	snap();
+}
+
 /* The same checks hold on the wire: a datagram from a real UDP socket. */
 static void test_over_udp(void)
 {
@@ -1347,6 +1382,7 @@ int main(void)
 	test_ack_past_go_back();
 	test_nak_past_read();
 	test_fatal_nak_past_read();
+	test_probe();
 	test_over_udp();
 	printf("test_hostile: %u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
