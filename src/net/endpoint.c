@@ -278,49 +278,65 @@ void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp)
 	pthread_mutex_unlock(&ep->rx_lock);
 }
 
-/* One sendmsg: the packet(s) in buf to ip, from the SGID's address
- * (IP_PKTINFO); with gso_size, the kernel cuts buf into datagrams of that
- * size (UDP_SEGMENT, src/net/gso.c).  Returns 0 or an errno. */
-int uroce_udp_send(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len,
-		   uint32_t gso_size)
-{
-	struct sockaddr_in to = { .sin_family = AF_INET,
-				  .sin_port = htons(ip->dport),
-				  .sin_addr = ip->dst.v4 };
+/* What one datagram needs on the way to sendmsg: its address, and the
+ * control messages IP_PKTINFO (the SGID's address as source) and, with
+ * gso_size, UDP_SEGMENT (the kernel cuts buf into datagrams of that size,
+ * src/net/gso.c). */
+struct udp_out {
+	struct sockaddr_in to;
+	struct iovec iov;
 	union {
 		char buf[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(uint16_t))];
 		struct cmsghdr align;
 	} ctl;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr mh = { .msg_name = &to,
-			     .msg_namelen = sizeof(to),
-			     .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = ctl.buf,
-			     .msg_controllen = CMSG_SPACE(sizeof(struct in_pktinfo)) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	struct in_pktinfo pi = { .ipi_spec_dst = ip->src.v4 };
+};
+
+static void udp_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m, struct udp_out *o,
+		    struct msghdr *mh)
+{
+	struct in_pktinfo pi = {.ipi_spec_dst = m->ip->src.v4};
+	struct cmsghdr *cm;
 
 	/* multicast leaves through the device's own interface */
-	if (IN_MULTICAST(ntohl(ip->dst.v4.s_addr)))
+	if (IN_MULTICAST(ntohl(m->ip->dst.v4.s_addr)))
 		pi.ipi_ifindex = ep->ctx->dev->ifindex;
-
-	memset(&ctl, 0, sizeof(ctl));
+	memset(o, 0, sizeof(*o));
+	o->to = (struct sockaddr_in){.sin_family = AF_INET,
+				     .sin_port = htons(m->ip->dport),
+				     .sin_addr = m->ip->dst.v4};
+	o->iov = (struct iovec){.iov_base = (void *)m->buf, .iov_len = m->len};
+	*mh = (struct msghdr){.msg_name = &o->to,
+			      .msg_namelen = sizeof(o->to),
+			      .msg_iov = &o->iov,
+			      .msg_iovlen = 1,
+			      .msg_control = o->ctl.buf,
+			      .msg_controllen = CMSG_SPACE(sizeof(struct in_pktinfo))};
+	cm = CMSG_FIRSTHDR(mh);
 	cm->cmsg_level = IPPROTO_IP;
 	cm->cmsg_type = IP_PKTINFO;
 	cm->cmsg_len = CMSG_LEN(sizeof(pi));
 	memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-	if (gso_size) {
-		uint16_t g = (uint16_t)gso_size;
+	if (m->gso_size) {
+		uint16_t g = (uint16_t)m->gso_size;
 
-		mh.msg_controllen = sizeof(ctl.buf);
-		cm = CMSG_NXTHDR(&mh, cm);
+		mh->msg_controllen = sizeof(o->ctl.buf);
+		cm = CMSG_NXTHDR(mh, cm);
 		cm->cmsg_level = SOL_UDP;
 		cm->cmsg_type = 103; /* UDP_SEGMENT */
 		cm->cmsg_len = CMSG_LEN(sizeof(g));
 		memcpy(CMSG_DATA(cm), &g, sizeof(g));
 	}
+}
 
+/* One sendmsg: the packet(s) in buf to ip.  Returns 0 or an errno. */
+int uroce_udp_send(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len,
+		   uint32_t gso_size)
+{
+	struct uroce_udp_msg m = {.ip = ip, .buf = buf, .len = len, .gso_size = gso_size};
+	struct udp_out o;
+	struct msghdr mh;
+
+	udp_msg(ep, &m, &o, &mh);
 	for (;;) {
 		ssize_t r = sendmsg(ep->fd, &mh, MSG_DONTWAIT);
 
@@ -336,6 +352,32 @@ int uroce_udp_send(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
 		ur_trace("sendmsg to port %u: %s", ip->dport, r < 0 ? strerror(errno) : "short");
 		return r < 0 ? errno : EIO;
 	}
+}
+
+/* Up to 16 datagrams in one sendmmsg.  Returns how many left in full; the
+ * caller sends the rest with uroce_udp_send, which reports their errors. */
+int uroce_udp_send_many(struct uroce_ep *ep, const struct uroce_udp_msg *m, int n)
+{
+	struct udp_out o[16];
+	struct mmsghdr mm[16];
+	int r;
+
+	if (n > 16)
+		n = 16;
+	for (int i = 0; i < n; i++) {
+		udp_msg(ep, &m[i], &o[i], &mm[i].msg_hdr);
+		mm[i].msg_len = 0;
+	}
+	do
+		r = sendmmsg(ep->fd, mm, (unsigned int)n, MSG_DONTWAIT);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0)
+		return 0;
+	/* a datagram sent short counts as not sent */
+	for (int i = 0; i < r; i++)
+		if (mm[i].msg_len != m[i].len)
+			return i;
+	return r;
 }
 
 static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf,

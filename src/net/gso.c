@@ -4,7 +4,9 @@
  * of a send window, READ responses, a burst of ACKs) are collected in the
  * endpoint's transmit batch and leave in one sendmsg() with UDP_SEGMENT: the
  * kernel cuts the buffer into datagrams of gso_size bytes (the last may be
- * shorter), one route lookup and one system call for up to 64 packets.
+ * shorter), one route lookup and one system call for up to 64 packets -
+ * or, when the batch holds several such GSO datagrams (packets of other
+ * sizes or destinations), one sendmmsg() for up to GSO_MAX_GROUPS of them.
  * Each segment is a complete RoCEv2 packet with its own BTH and ICRC.
  *
  * The ICRC covers the IPv4 ID.  An unconnected DF socket sends ID 0, and
@@ -37,14 +39,30 @@
 
 #define GSO_MAX_SEGS 64
 #define GSO_MAX_BYTES 63000 /* a UDP datagram carries at most 65507 bytes */
+#define GSO_MAX_GROUPS 16   /* datagrams per sendmmsg */
+#define GSO_BUF_BYTES (4 * GSO_MAX_BYTES)
 
-struct uroce_ep_tx {
-	struct uroce_ipinfo ip; /* destination of the batch */
-	uint32_t seg;		/* segment size: the first packet's length */
-	uint32_t bytes;
+/* One GSO datagram of the batch: packets of one size (the last may be
+ * shorter) to one destination. */
+struct uroce_tx_group {
+	struct uroce_ipinfo ip;
+	uint32_t off, bytes; /* where in buf */
+	uint32_t seg;	     /* segment size: the first packet's length */
 	int nseg;
-	bool short_tail; /* the last segment is shorter: the batch is closed */
-	uint8_t buf[GSO_MAX_BYTES + 8192];
+	bool short_tail; /* the last segment is shorter: the group is closed */
+};
+
+/* The transmit batch: up to GSO_MAX_GROUPS datagrams, sent with one
+ * sendmmsg.  A packet that cannot join the open group (another size or
+ * destination: the RETH of a WRITE_FIRST makes it 16 bytes longer than
+ * the MIDDLE and LAST packets after it) starts a new group instead of a
+ * new system call: ib_write_bw at 8 KiB (FIRST + LAST) paid one sendmsg
+ * per message. */
+struct uroce_ep_tx {
+	int ngroup;
+	uint32_t used;
+	struct uroce_tx_group g[GSO_MAX_GROUPS];
+	uint8_t buf[GSO_BUF_BYTES];
 };
 
 static int gso_mode = -1; /* -1 unknown, 0 off, 1 on */
@@ -86,28 +104,45 @@ static bool same_dest(const struct uroce_ipinfo *a, const struct uroce_ipinfo *b
 	       a->dport == b->dport && a->sport == b->sport;
 }
 
+/* A group the kernel refused to segment: its packets one by one, and from
+ * now on no batching on this endpoint. */
+static void send_unbatched(struct uroce_ep *ep, const struct uroce_tx_group *g, const uint8_t *buf,
+			   int err)
+{
+	ur_warn("UDP GSO refused (%s): sending packets one by one", strerror(err));
+	ep->gso = false;
+	for (uint32_t off = 0; off < g->bytes; off += g->seg) {
+		uint32_t n = g->bytes - off < g->seg ? g->bytes - off : g->seg;
+
+		uroce_udp_send(ep, &g->ip, buf + off, n, 0);
+	}
+}
+
 static void flush_locked(struct uroce_ep *ep)
 {
 	struct uroce_ep_tx *tx = ep->tx;
-	int err;
+	struct uroce_udp_msg m[GSO_MAX_GROUPS];
+	int sent = 0;
 
-	if (!tx->nseg)
+	if (!tx->ngroup)
 		return;
-	err = uroce_udp_send(ep, &tx->ip, tx->buf, tx->bytes, tx->nseg > 1 ? tx->seg : 0);
-	if (err == EINVAL || err == EIO || err == EOPNOTSUPP) {
-		/* no UDP GSO on this path: send the packets one by one, and
-		 * from now on never batch on this endpoint */
-		ur_warn("UDP GSO refused (%s): sending packets one by one", strerror(err));
-		ep->gso = false;
-		for (uint32_t off = 0; off < tx->bytes; off += tx->seg) {
-			uint32_t n = tx->bytes - off < tx->seg ? tx->bytes - off : tx->seg;
+	for (int i = 0; i < tx->ngroup; i++)
+		m[i] = (struct uroce_udp_msg){.ip = &tx->g[i].ip,
+					      .buf = tx->buf + tx->g[i].off,
+					      .len = tx->g[i].bytes,
+					      .gso_size = tx->g[i].nseg > 1 ? tx->g[i].seg : 0};
+	if (tx->ngroup > 1)
+		sent = uroce_udp_send_many(ep, m, tx->ngroup);
+	/* one at a time: a single group, or what sendmmsg left (an error
+	 * on one datagram is reported, and dealt with, by uroce_udp_send) */
+	for (int i = sent; i < tx->ngroup; i++) {
+		int err = uroce_udp_send(ep, m[i].ip, m[i].buf, m[i].len, m[i].gso_size);
 
-			uroce_udp_send(ep, &tx->ip, tx->buf + off, n, 0);
-		}
+		if (err == EINVAL || err == EIO || err == EOPNOTSUPP)
+			send_unbatched(ep, &tx->g[i], m[i].buf, err);
 	}
-	tx->nseg = 0;
-	tx->bytes = 0;
-	tx->short_tail = false;
+	tx->ngroup = 0;
+	tx->used = 0;
 }
 
 /* Segment k goes out with IPv4 ID k: turn the packet's ICRC (computed for
@@ -153,29 +188,37 @@ bool uroce_gso_add(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
 {
 	struct uroce_ep_tx *tx = ep->tx;
 	struct uroce_ipinfo seg_ip;
+	struct uroce_tx_group *g;
 	uint8_t *p;
 
 	if (!ep->gso || ip->family != AF_INET || len > GSO_MAX_BYTES)
 		return false;
 	pthread_mutex_lock(&ep->tx_lock);
-	if (tx->nseg && (!same_dest(&tx->ip, ip) || len > tx->seg || tx->short_tail ||
-			 tx->nseg == GSO_MAX_SEGS || tx->bytes + len > GSO_MAX_BYTES))
+	if (tx->used + len > GSO_BUF_BYTES)
 		flush_locked(ep);
-	if (!tx->nseg) {
-		tx->ip = *ip;
-		tx->seg = (uint32_t)len;
+	g = tx->ngroup ? &tx->g[tx->ngroup - 1] : NULL;
+	if (g && (!same_dest(&g->ip, ip) || len > g->seg || g->short_tail ||
+		  g->nseg == GSO_MAX_SEGS || g->bytes + len > GSO_MAX_BYTES)) {
+		if (tx->ngroup == GSO_MAX_GROUPS)
+			flush_locked(ep);
+		g = NULL;
 	}
-	p = tx->buf + tx->bytes;
+	if (!g) {
+		g = &tx->g[tx->ngroup++];
+		*g = (struct uroce_tx_group){.ip = *ip, .off = tx->used, .seg = (uint32_t)len};
+	}
+	p = tx->buf + tx->used;
 	memcpy(p, buf, len);
 	seg_ip = *ip;
-	seg_ip.ipid = (uint16_t)tx->nseg;
-	if (tx->nseg)
+	seg_ip.ipid = (uint16_t)g->nseg;
+	if (g->nseg)
 		ipid_fixup(&seg_ip, p, (uint32_t)len);
 	uroce_pcap(ep->ctx, UROCE_PCAP_TX, &seg_ip, p, len);
-	tx->bytes += (uint32_t)len;
-	tx->nseg++;
-	if (len < tx->seg)
-		tx->short_tail = true;
+	g->bytes += (uint32_t)len;
+	tx->used += (uint32_t)len;
+	g->nseg++;
+	if (len < g->seg)
+		g->short_tail = true;
 	pthread_mutex_unlock(&ep->tx_lock);
 	uroce_count(ep->ctx, tx_pkts, 1);
 	uroce_count(ep->ctx, tx_bytes, len);
