@@ -301,9 +301,8 @@ static void udp_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m, struct u
 	if (IN_MULTICAST(ntohl(m->ip->dst.v4.s_addr)))
 		pi.ipi_ifindex = ep->ctx->dev->ifindex;
 	memset(o, 0, sizeof(*o));
-	o->to = (struct sockaddr_in){.sin_family = AF_INET,
-				     .sin_port = htons(m->ip->dport),
-				     .sin_addr = m->ip->dst.v4};
+	o->to = (struct sockaddr_in){
+	    .sin_family = AF_INET, .sin_port = htons(m->ip->dport), .sin_addr = m->ip->dst.v4};
 	o->iov = (struct iovec){.iov_base = (void *)m->buf, .iov_len = m->len};
 	*mh = (struct msghdr){.msg_name = &o->to,
 			      .msg_namelen = sizeof(o->to),
