@@ -496,7 +496,6 @@ bool uroce_gso_add(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
  * to the application). */
 void uroce_ep_flush(struct uroce_ep *ep);
 uint32_t uroce_gro_size(const struct msghdr *mh);
-/* One sendmsg to ip (with UDP_SEGMENT when gso_size): 0 or an errno. */
 /* One datagram for uroce_udp_send_many: len bytes of buf to ip, cut into
  * datagrams of gso_size by the kernel unless 0. */
 struct uroce_udp_msg {
@@ -505,7 +504,10 @@ struct uroce_udp_msg {
 	size_t len;
 	uint32_t gso_size;
 };
+#define UROCE_UDP_MAX_MSGS 16 /* datagrams per sendmmsg (gso.c's batch) */
+/* Up to UROCE_UDP_MAX_MSGS datagrams in one sendmmsg: how many left in full. */
 int uroce_udp_send_many(struct uroce_ep *ep, const struct uroce_udp_msg *m, int n);
+/* One sendmsg to ip (with UDP_SEGMENT when gso_size): 0 or an errno. */
 int uroce_udp_send(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len,
 		   uint32_t gso_size);
 /* Read and dispatch up to budget packets; returns the count handled.

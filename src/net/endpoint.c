@@ -353,16 +353,16 @@ int uroce_udp_send(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
 	}
 }
 
-/* Up to 16 datagrams in one sendmmsg.  Returns how many left in full; the
- * caller sends the rest with uroce_udp_send, which reports their errors. */
+/* The caller sends what this did not with uroce_udp_send, which reports
+ * their errors. */
 int uroce_udp_send_many(struct uroce_ep *ep, const struct uroce_udp_msg *m, int n)
 {
-	struct udp_out o[16];
-	struct mmsghdr mm[16];
+	struct udp_out o[UROCE_UDP_MAX_MSGS];
+	struct mmsghdr mm[UROCE_UDP_MAX_MSGS];
 	int r;
 
-	if (n > 16)
-		n = 16;
+	if (n > UROCE_UDP_MAX_MSGS)
+		n = UROCE_UDP_MAX_MSGS;
 	for (int i = 0; i < n; i++) {
 		udp_msg(ep, &m[i], &o[i], &mm[i].msg_hdr);
 		mm[i].msg_len = 0;
@@ -621,7 +621,10 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app)
 		n = recvmmsg(ep->fd, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			break;
-		atomic_fetch_add_explicit(&ep->rx_batches, 1, memory_order_relaxed);
+		/* one writer (rx_lock held): no locked add on this path */
+		atomic_store_explicit(&ep->rx_batches,
+				      atomic_load_explicit(&ep->rx_batches, memory_order_relaxed) + 1u,
+				      memory_order_relaxed);
 		for (int i = 0; i < n; i++) {
 			if (rx->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
 				uroce_count(ep->ctx, rx_drop_parse, 1);

@@ -39,7 +39,7 @@
 
 #define GSO_MAX_SEGS 64
 #define GSO_MAX_BYTES 63000 /* a UDP datagram carries at most 65507 bytes */
-#define GSO_MAX_GROUPS 16    /* datagrams per sendmmsg */
+#define GSO_MAX_GROUPS UROCE_UDP_MAX_MSGS
 #define GSO_BUF_BYTES  (4 * GSO_MAX_BYTES)
 
 /* One GSO datagram of the batch: packets of one size (the last may be

@@ -5,8 +5,11 @@
 #include "uroce.h"
 
 /* Retransmission probes (req.c): the first at four smoothed round trips,
- * at least UROCE_PROBE_MIN_NS, each next one twice as late. */
-#define UROCE_PROBE_MIN_NS 1000000ull
+ * at least UROCE_PROBE_MIN_NS, each next one twice as late.  The floor is
+ * above what an ACK may legitimately be deferred (the progress engine's
+ * grace slice, 1 ms; src/net/endpoint.c): at 1 ms a deferred ACK drew
+ * probes - duplicates resent for nothing. */
+#define UROCE_PROBE_MIN_NS 3000000ull
 
 /* Packets a requester may have in flight per QP, and how often it asks for
  * an ACK inside a long message (the last packet of a message always does). */

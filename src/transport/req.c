@@ -487,19 +487,19 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 		 * endpoint hears anything, the silence is a queue (1,024 QPs
 		 * behind one socket), not a loss: the probe waits. */
 		unsigned int rx = atomic_load_explicit(&qp->ep->rx_batches, memory_order_relaxed);
-		uint64_t next;
+		uint64_t next, end = qp->req.progress_ns + rc_timeout_ns(qp);
+		bool probe = rx == qp->req.probe_rx && probe_claim(qp, rx);
 
-		if (rx == qp->req.probe_rx && probe_claim(qp, rx)) {
+		if (probe) {
 			qp->req.probes++;
 			uroce_req_go_back(qp, qp->req.una_psn);
 		}
 		qp->req.probe_rx = rx;
 		next = now + probe_ns(qp);
-		if (next > qp->req.progress_ns + rc_timeout_ns(qp))
-			next = qp->req.progress_ns + rc_timeout_ns(qp);
-		qp->req.deadline_ns = next;
-		uroce_progress_arm(qp->ctx, next);
-		uroce_req_progress(qp);
+		qp->req.deadline_ns = next < end ? next : end;
+		uroce_progress_arm(qp->ctx, qp->req.deadline_ns);
+		if (probe)
+			uroce_req_progress(qp); /* (the deadline set: not re-armed) */
 		return;
 	}
 	uroce_qp_count(qp, timeouts, 1);
