@@ -1,11 +1,13 @@
 /* uroce-stat: show the counters of running uroce programs (`uroce stat`).
  *
- * Every uroce context keeps its counters in a file <dir>/uroce.<pid>.<n>
- * (dir: UROCE_STATS_DIR, default /dev/shm; layout in src/core/stats.h).
- * This program maps those files read-only and prints them: one block per
- * context (process and device) with the device counters and a table of the
+ * Every uroce context keeps its counters in a memfd "uroce-stats.<n>",
+ * found through /proc/<pid>/fd, or in a file <dir>/uroce.<pid>.<n> when
+ * UROCE_STATS_DIR names a directory (layout in src/core/stats.h).  This
+ * program maps them read-only and prints them: one block per context
+ * (process and device) with the device counters and a table of the
  * context's QPs; with -w it samples again every interval and adds rates.
- * Files left by processes that no longer exist are removed.
+ * Files left by processes that no longer exist are removed (memfds go with
+ * their process).
  *
  * The counter names come from the files themselves, so this tool shows the
  * counters of a library from another build as long as the layout version
@@ -15,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -267,15 +270,62 @@ static int cmp_qp(const void *a, const void *b)
 	return x->qpn < y->qpn ? -1 : x->qpn > y->qpn;
 }
 
-/* Read every live context in dir (and remove the files of dead ones). */
-static int scan(const struct opts *o, struct snapset *ss)
+/* Map the counters behind fd (a file of pid, or its memfd) and add them
+ * to ss.  file: in the stats directory, removed when it outlived pid. */
+static void add_one(struct snapset *ss, int *cap, int fd, const char *path, int pid, bool file)
+{
+	const struct uroce_stats_hdr *h;
+	struct snap s;
+	struct stat sb;
+	uint64_t start;
+	void *m;
+	int r;
+
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_size <= 0)
+		return;
+	m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return;
+	h = m;
+	memset(&s, 0, sizeof(s));
+	r = read_file(path, m, (uint64_t)sb.st_size, &s);
+	/* a memfd a forked child inherited belongs to its parent */
+	if (!r && s.pid != pid)
+		r = 1;
+	/* same pid, other process: the file outlived its creator */
+	start = proc_start_time(pid);
+	if (!r && file && start && h->proc_start && start != h->proc_start) {
+		remove_stale(path, pid, "was restarted (pid reused)");
+		r = 1;
+	}
+	munmap(m, (size_t)sb.st_size);
+	if (r) {
+		snap_free(&s);
+		return;
+	}
+	if (s.nqps) /* (qsort wants a valid pointer even for none) */
+		qsort(s.qps, s.nqps, sizeof(*s.qps), cmp_qp);
+	if (ss->n == *cap) {
+		struct snap *n;
+
+		*cap = *cap ? *cap * 2 : 8;
+		n = realloc(ss->s, (size_t)*cap * sizeof(*n));
+		if (!n) {
+			snap_free(&s);
+			return;
+		}
+		ss->s = n;
+	}
+	ss->s[ss->n++] = s;
+}
+
+/* The files in dir (UROCE_STATS_DIR): live ones are read, those of dead
+ * processes removed. */
+static int scan_dir(const struct opts *o, struct snapset *ss, int *cap)
 {
 	struct dirent *de;
 	DIR *d;
-	int cap = 0;
 
-	ss->n = 0;
-	ss->s = NULL;
 	d = opendir(o->dir);
 	if (!d) {
 		if (errno == ENOENT)
@@ -283,15 +333,10 @@ static int scan(const struct opts *o, struct snapset *ss)
 		fprintf(stderr, "uroce stat: cannot read %s: %s\n", o->dir, strerror(errno));
 		return -1;
 	}
-	ss->t = mono_now();
 	while ((de = readdir(d))) {
 		char path[512];
-		struct snap s;
-		struct stat sb;
-		uint64_t start;
 		unsigned int seq;
-		void *m;
-		int pid, fd, r;
+		int pid, fd;
 
 		if (!parse_name(de->d_name, &pid, &seq))
 			continue;
@@ -305,46 +350,87 @@ static int scan(const struct opts *o, struct snapset *ss)
 		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0)
 			continue; /* closed meanwhile */
-		if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_size <= 0) {
-			close(fd);
-			continue;
-		}
-		m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+		add_one(ss, cap, fd, path, pid, true);
 		close(fd);
-		if (m == MAP_FAILED)
-			continue;
-		memset(&s, 0, sizeof(s));
-		r = read_file(path, m, (uint64_t)sb.st_size, &s);
-		if (!r && s.pid != pid)
-			r = 1;
-		/* same pid, other process: the file outlived its creator */
-		start = proc_start_time(pid);
-		if (!r && start && ((const struct uroce_stats_hdr *)m)->proc_start &&
-		    start != ((const struct uroce_stats_hdr *)m)->proc_start) {
-			remove_stale(path, pid, "was restarted (pid reused)");
-			r = 1;
-		}
-		munmap(m, (size_t)sb.st_size);
-		if (r) {
-			snap_free(&s);
-			continue;
-		}
-		if (s.nqps) /* (qsort wants a valid pointer even for none) */
-			qsort(s.qps, s.nqps, sizeof(*s.qps), cmp_qp);
-		if (ss->n == cap) {
-			struct snap *n;
-
-			cap = cap ? cap * 2 : 8;
-			n = realloc(ss->s, (size_t)cap * sizeof(*n));
-			if (!n) {
-				snap_free(&s);
-				break;
-			}
-			ss->s = n;
-		}
-		ss->s[ss->n++] = s;
 	}
 	closedir(d);
+	return 0;
+}
+
+/* The memfds of one process: /proc/<pid>/fd/N -> "/memfd:uroce-stats.<n>
+ * (deleted)".  Opening them needs the right to inspect the process (the
+ * same user, or root); others are skipped quietly. */
+static void scan_pid_fds(int pid, struct snapset *ss, int *cap)
+{
+	static const char want[] = "/memfd:" UROCE_STATS_MEMFD;
+	char dir[64], link[PATH_MAX], target[256];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
+	d = opendir(dir);
+	if (!d)
+		return; /* gone, or not ours */
+	while ((de = readdir(d))) {
+		ssize_t n;
+		int fd;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(link, sizeof(link), "%s/%s", dir, de->d_name);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = 0;
+		if (strncmp(target, want, sizeof(want) - 1))
+			continue;
+		fd = open(link, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue; /* closed meanwhile */
+		if (strstr(target, " (deleted)"))
+			*strstr(target, " (deleted)") = 0;
+		snprintf(link, sizeof(link), "pid %d fd %s (%s)", pid, de->d_name, target + 1);
+		add_one(ss, cap, fd, link, pid, false);
+		close(fd);
+	}
+	closedir(d);
+}
+
+static void scan_memfds(const struct opts *o, struct snapset *ss, int *cap)
+{
+	struct dirent *de;
+	DIR *d;
+
+	if (o->pid) {
+		scan_pid_fds(o->pid, ss, cap);
+		return;
+	}
+	d = opendir("/proc");
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+
+		if (*end || pid <= 0 || pid > 0x7fffffff)
+			continue;
+		scan_pid_fds((int)pid, ss, cap);
+	}
+	closedir(d);
+}
+
+/* Read every live context: the memfds of running processes and the files
+ * in the stats directory (removing the files of dead ones). */
+static int scan(const struct opts *o, struct snapset *ss)
+{
+	int cap = 0;
+
+	ss->n = 0;
+	ss->s = NULL;
+	ss->t = mono_now();
+	scan_memfds(o, ss, &cap);
+	if (o->dir && scan_dir(o, ss, &cap))
+		return -1;
 	if (ss->n)
 		qsort(ss->s, (size_t)ss->n, sizeof(*ss->s), cmp_snap);
 	return 0;
@@ -621,7 +707,8 @@ static void usage(FILE *f)
 		   "  -a, --all     every counter, also those that are 0, and per-QP details\n"
 		   "  --list        list the counters and what they count\n"
 		   "  PID           only the contexts of this process\n"
-		   "Counter files: $UROCE_STATS_DIR (default /dev/shm)/uroce.<pid>.<n>.\n"
+		   "Counters: the memfds uroce-stats.<n> of running processes (/proc/PID/fd),\n"
+		   "and the files $UROCE_STATS_DIR/uroce.<pid>.<n> (default dir /dev/shm).\n"
 		   "Full manual: uroce help stat\n");
 }
 
@@ -687,13 +774,14 @@ int main(int argc, char **argv)
 	struct snapset cur = {0}, prev = {0};
 	long reports = 0;
 
+	/* Programs keep their counters in memfds unless UROCE_STATS_DIR names
+	 * a directory; /dev/shm is still looked at by default, for files of
+	 * older builds (removed once their process is gone). */
 	o.dir = getenv("UROCE_STATS_DIR");
 	if (!o.dir)
 		o.dir = "/dev/shm";
-	if (!*o.dir) {
-		fprintf(stderr, "uroce stat: UROCE_STATS_DIR is empty: counters are not shared\n");
-		return 1;
-	}
+	else if (!*o.dir)
+		o.dir = NULL;
 	if (parse_args(argc, argv, &o))
 		return 2;
 	signal(SIGINT, on_signal);

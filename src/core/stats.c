@@ -4,10 +4,18 @@
  * at run time besides QP slot bookkeeping: the packet path just adds to the
  * counters with relaxed atomics (uroce_count, uroce_qp_count in uroce.h).
  *
- * When the directory is not usable (no /dev/shm in a minimal container, a
- * read-only mount), the same layout lives in private memory: counting
- * works the same and only `uroce stat` cannot see the process; that is
- * reported once per process at warn level.
+ * Where the counters live (UROCE_STATS_DIR):
+ *   unset      an anonymous memfd, "uroce-stats.<n>", kept open: the kernel
+ *              frees it with the process, however it ends (kill -9
+ *              included); `uroce stat` finds it through /proc/<pid>/fd,
+ *              which the same user (and root) may open
+ *   DIR        a file DIR/uroce.<pid>.<n>, mode 0644, for readers of other
+ *              users: removed at close and at exit, and by the next
+ *              `uroce stat` when its process died without either
+ *   empty      private memory: counting works the same, nobody can read it
+ * When the memfd or the file cannot be made (a seccomp filter, a read-only
+ * directory), the counters fall back to private memory; that is reported
+ * once per process at warn level.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +36,7 @@ struct uroce_stats {
 	struct uroce_stats_hdr *hdr; /* start of the mapping (or private copy) */
 	size_t size;
 	bool shared; /* a file in the stats directory, not private memory */
+	int memfd;   /* the memfd (kept open so /proc/<pid>/fd shows it), or -1 */
 	pid_t owner; /* the process that created the file (not a forked child) */
 	char path[PATH_MAX];
 	struct uroce_stats_qp *slots;
@@ -146,6 +155,34 @@ err:
 	return NULL;
 }
 
+/* Create and map the memfd uroce-stats.<seq>; NULL with errno set. */
+static void *map_memfd(struct uroce_stats *st, unsigned int seq, size_t size)
+{
+	char name[64];
+	void *map;
+	int fd, e;
+
+	snprintf(name, sizeof(name), UROCE_STATS_MEMFD "%u", seq);
+	snprintf(st->path, sizeof(st->path), "memfd:%s", name);
+	fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return NULL;
+	if (ftruncate(fd, (off_t)size))
+		goto err;
+	/* the size never changes: a reader may map it whole */
+	(void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		goto err;
+	st->memfd = fd;
+	return map;
+err:
+	e = errno;
+	close(fd);
+	errno = e;
+	return NULL;
+}
+
 static void fill_header(struct uroce_stats *st, struct uroce_ctx *ctx, unsigned int seq,
 			size_t names_off, size_t dev_off, size_t qp_off)
 {
@@ -200,11 +237,10 @@ int uroce_stats_open(struct uroce_ctx *ctx)
 	memset(st, 0, sizeof(*st));
 	st->size = size;
 	st->owner = getpid();
+	st->memfd = -1;
 	pthread_mutex_init(&st->lock, NULL);
-	if (!dir)
-		dir = "/dev/shm";
-	if (*dir) {
-		map = map_file(st, dir, seq, size);
+	if (!dir || *dir) {
+		map = dir ? map_file(st, dir, seq, size) : map_memfd(st, seq, size);
 		if (!map && !atomic_exchange(&warned, true))
 			ur_warn("counters are private to this process: cannot create %s: %s "
 				"('uroce stat' will not show it; set UROCE_STATS_DIR to a "
@@ -226,7 +262,9 @@ int uroce_stats_open(struct uroce_ctx *ctx)
 	ctx->cnt = (void *)((char *)map + dev_off);
 	ctx->stats = st;
 	fill_header(st, ctx, seq, names_off, dev_off, qp_off);
-	if (st->shared) {
+	if (st->shared && st->memfd >= 0) {
+		ur_dbg("counters in %s (fd %d)", st->path, st->memfd);
+	} else if (st->shared) {
 		ur_dbg("counters in %s", st->path);
 		pthread_once(&exit_once, stats_register_exit);
 		pthread_mutex_lock(&open_lock);
@@ -268,7 +306,10 @@ void uroce_stats_close(struct uroce_ctx *ctx)
 	if (!st)
 		return;
 	log_counters(ctx);
-	if (st->shared) {
+	if (st->memfd >= 0) {
+		munmap(st->hdr, st->size);
+		close(st->memfd);
+	} else if (st->shared) {
 		pthread_mutex_lock(&open_lock);
 		for (struct uroce_stats **pp = &open_list; *pp; pp = &(*pp)->next)
 			if (*pp == st) {

@@ -1,7 +1,9 @@
 /* Counters in shared memory, readable while programs run (src/core/stats.c).
  *
- * Every context maps one small file, <UROCE_STATS_DIR>/uroce.<pid>.<n>
- * (default directory /dev/shm, mode 0644), laid out as:
+ * Every context maps one small file: by default a memfd "uroce-stats.<n>"
+ * that `uroce stat` opens through /proc/<pid>/fd (the kernel frees it with
+ * the process), or <UROCE_STATS_DIR>/uroce.<pid>.<n> (mode 0644) when that
+ * variable names a directory.  The layout:
  *
  *   struct uroce_stats_hdr            magic, version, pid, device, times, offsets
  *   name table                        one struct uroce_stats_name per device
@@ -14,8 +16,9 @@
  * All counters are 64-bit and only ever incremented with relaxed atomic
  * adds; a reader loads them with relaxed loads.
  *
- * The file is removed by ibv_close_device and at exit; files of processes
- * that died (kill -9) are removed by the next `uroce stat`.
+ * A memfd is closed by ibv_close_device or goes with the process; a file
+ * in UROCE_STATS_DIR is removed by ibv_close_device and at exit, and files
+ * of processes that died (kill -9) by the next `uroce stat`.
  */
 #ifndef UROCE_STATS_H
 #define UROCE_STATS_H
@@ -89,8 +92,9 @@ struct uroce_stats_qp {
 #define UROCE_STATS_MAGIC    0x3154534543524f55ull /* "UROCEST1" in a little-endian file */
 #define UROCE_STATS_VERSION  1
 #define UROCE_STATS_NAME_LEN 32
-#define UROCE_STATS_MAX_QP   4096 /* QPs beyond this count in device totals only */
-#define UROCE_STATS_PREFIX   "uroce."
+#define UROCE_STATS_MAX_QP   4096	    /* QPs beyond this count in device totals only */
+#define UROCE_STATS_PREFIX   "uroce."	    /* files: <UROCE_STATS_DIR>/uroce.<pid>.<n> */
+#define UROCE_STATS_MEMFD    "uroce-stats." /* memfds: /proc/<pid>/fd/N -> /memfd:uroce-stats.<n> */
 
 struct uroce_stats_name {
 	char name[UROCE_STATS_NAME_LEN];

@@ -2,8 +2,11 @@
 # Counters readable while programs run (`uroce stat`): perftest's ib_write_bw
 # server and client run for 6 seconds on uroce; `uroce stat --json` twice
 # during the run must show their device and QP counters moving, `-w` must
-# show rates; when they exit their counter files must be gone; a program
-# killed with SIGKILL leaves its file, which the next `uroce stat` removes.
+# show rates.  The counters live in a memfd per context (found through
+# /proc/PID/fd): a program killed with SIGKILL leaves nothing behind, not in
+# /dev/shm, not in `uroce stat`.  With UROCE_STATS_DIR=DIR they are files in
+# DIR: a SIGKILLed program leaves its file, which the next `uroce stat`
+# removes.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -16,7 +19,9 @@ require_uroce
 UROCE=$UROCE_BIN_DIR/uroce
 [[ -x $UROCE ]] || die "$UROCE not built"
 
-STATS_DIR=${UROCE_STATS_DIR:-/dev/shm}
+unset UROCE_STATS_DIR # the default: memfds
+STATS_DIR=$LOG_DIR/stats-dir # for the UROCE_STATS_DIR run
+mkdir -p "$STATS_DIR"
 dev=$(first_device) || die "cannot list devices"
 
 PIDS=()
@@ -66,8 +71,19 @@ wait_for() {
 	done
 }
 
+# has_memfd PID: the process holds a uroce-stats memfd
+has_memfd() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q 'memfd:uroce-stats\.'; }
+# shm_file PID: a counter file of PID in /dev/shm (the old default)
+shm_file() { compgen -G "/dev/shm/uroce.$1.*" >/dev/null; }
+no_shm_file() { ! shm_file "$1"; }
 has_file() { compgen -G "$STATS_DIR/uroce.$1.*" >/dev/null; }
 no_file() { ! has_file "$1"; }
+# listed PID: `uroce stat --json` shows a context of PID
+listed() {
+	"$UROCE" stat --json >"$LOG_DIR/listed.json" 2>>"$LOG_DIR/stat.stderr" &&
+		grep -q "\"pid\": $1," "$LOG_DIR/listed.json"
+}
+not_listed() { ! listed "$1"; }
 # (no python here: starting it takes seconds while ib_write_bw spins)
 sending() {
 	sample "$LOG_DIR/s1.json" "$1" &&
@@ -137,21 +153,43 @@ wait "$cpid" || crc=$?
 wait "$spid" || src=$?
 check "ib_write_bw server and client exit 0 (server $src, client $crc)" \
 	test "$src$crc" = 00
-check "after exit, the server's counter file is gone" no_file "$spid"
-check "after exit, the client's counter file is gone" no_file "$cpid"
+check "after exit, no counter file of the server in /dev/shm" no_shm_file "$spid"
+check "after exit, no counter file of the client in /dev/shm" no_shm_file "$cpid"
+check "after exit, uroce stat lists neither" bash -c "! grep -qE '\"pid\": ($spid|$cpid),' <(\"$UROCE\" stat --json)"
 
 # ---- kill -9 ------------------------------------------------------------------------
 # ibv_rc_pingpong's server opens the device, then waits for a client.
 alloc_port
-log "=== kill -9 of a program with an open device (TCP port $PORT)"
+log "=== kill -9 of a program with an open device (TCP port $PORT): memfd"
 "${ON_UROCE[@]}" ibv_rc_pingpong -g 0 -d "$dev" -p "$PORT" >"$LOG_DIR/killed.log" 2>&1 &
 kpid=$!
 PIDS+=("$kpid")
+if wait_for "its counter memfd" 20 has_memfd "$kpid"; then
+	check "uroce stat lists the live process (found in /proc/$kpid/fd)" listed "$kpid"
+	check "no counter file in /dev/shm while it runs" no_shm_file "$kpid"
+	kill -KILL "$kpid"
+	wait "$kpid" 2>/dev/null || true
+	check "after kill -9: no counter file in /dev/shm" no_shm_file "$kpid"
+	check "after kill -9: uroce stat does not list it" not_listed "$kpid"
+	check "after kill -9: the process and its descriptors are gone" test ! -e "/proc/$kpid"
+else
+	fail "ibv_rc_pingpong -g 0 (pid $kpid) never showed its counter memfd in /proc/$kpid/fd"
+fi
+
+alloc_port
+log "=== kill -9 with UROCE_STATS_DIR=$STATS_DIR (TCP port $PORT): files"
+UROCE_STATS_DIR=$STATS_DIR "${ON_UROCE[@]}" ibv_rc_pingpong -g 0 -d "$dev" -p "$PORT" \
+	>"$LOG_DIR/killed2.log" 2>&1 &
+kpid=$!
+PIDS+=("$kpid")
 if wait_for "its counter file" 20 has_file "$kpid"; then
+	check "UROCE_STATS_DIR: no memfd, a file" bash -c "! ls -l /proc/$kpid/fd | grep -q memfd:uroce"
+	check "uroce stat with the same UROCE_STATS_DIR lists it" \
+		env UROCE_STATS_DIR="$STATS_DIR" bash -c "$(declare -f listed); UROCE='$UROCE' LOG_DIR='$LOG_DIR' listed $kpid"
 	kill -KILL "$kpid"
 	wait "$kpid" 2>/dev/null || true
 	check "after kill -9 the file is still there (nobody could remove it)" has_file "$kpid"
-	"$UROCE" stat >"$LOG_DIR/stat.after_kill.log" 2>&1 || true
+	UROCE_STATS_DIR=$STATS_DIR "$UROCE" stat >"$LOG_DIR/stat.after_kill.log" 2>&1 || true
 	check "uroce stat removed the dead process's file" no_file "$kpid"
 	check "uroce stat said so" grep -q "removed .*uroce\.$kpid\..*process $kpid is gone" \
 		"$LOG_DIR/stat.after_kill.log"

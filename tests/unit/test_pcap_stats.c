@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "uroce.h"
@@ -309,6 +311,118 @@ static void test_stats(void)
 	free(ctx2);
 }
 
+/* The fd of this process's memfd whose name starts uroce-stats., or -1. */
+static int find_memfd(int skip)
+{
+	struct dirent *de;
+	DIR *d = opendir("/proc/self/fd");
+	int found = -1;
+
+	while (d && found < 0 && (de = readdir(d))) {
+		char p[300], t[256];
+		ssize_t n;
+
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", de->d_name);
+		n = readlink(p, t, sizeof(t) - 1);
+		if (n > 0 && (t[n] = 0, !strncmp(t, "/memfd:" UROCE_STATS_MEMFD, 19)) &&
+		    atoi(de->d_name) != skip)
+			found = atoi(de->d_name);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+static int shm_files(pid_t pid)
+{
+	char pre[64];
+	struct dirent *de;
+	DIR *d = opendir("/dev/shm");
+	int n = 0;
+
+	snprintf(pre, sizeof(pre), "uroce.%d.", (int)pid);
+	while (d && (de = readdir(d)))
+		n += !strncmp(de->d_name, pre, strlen(pre));
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* The default: a memfd that a reader opens through /proc/<pid>/fd, and that
+ * the kernel frees with the process - even after SIGKILL nothing is left. */
+static void test_stats_memfd(void)
+{
+	struct uroce_ctx *ctx = new_ctx();
+	const struct uroce_stats_hdr *h;
+	char path[64];
+	struct stat sb;
+	int fd, rfd, sync[2];
+	pid_t pid;
+	void *m;
+
+	unsetenv("UROCE_STATS_DIR");
+	CHECK(find_memfd(-1) < 0, "no memfd before open");
+	CHECK(!uroce_stats_open(ctx) && ctx->cnt, "stats open");
+	fd = find_memfd(-1);
+	CHECK(fd >= 0, "a uroce-stats memfd in /proc/self/fd");
+	CHECK(shm_files(getpid()) == 0, "nothing in /dev/shm");
+	if (fd >= 0) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		rfd = open(path, O_RDONLY | O_CLOEXEC); /* what `uroce stat` does */
+		CHECK(rfd >= 0 && !fstat(rfd, &sb), "reopen %s", path);
+		m = rfd >= 0 ? mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, rfd, 0)
+			     : MAP_FAILED;
+		CHECK(m != MAP_FAILED, "map it read-only");
+		if (m != MAP_FAILED) {
+			h = m;
+			uroce_count(ctx, rx_pkts, 7);
+			CHECK(h->magic == UROCE_STATS_MAGIC && h->pid == getpid() &&
+				  ((const uint64_t *)((const char *)m + h->dev_off))[2] == 7,
+			      "the reader sees the header and rcvd_pkts 7");
+			munmap(m, (size_t)sb.st_size);
+		}
+		if (rfd >= 0)
+			close(rfd);
+	}
+	uroce_stats_close(ctx);
+	CHECK(find_memfd(-1) < 0, "close closes the memfd");
+
+	/* a child with an open context, killed with SIGKILL */
+	CHECK(!pipe(sync), "pipe");
+	pid = fork();
+	if (pid == 0) {
+		char c = 'x';
+
+		close(sync[0]);
+		if (uroce_stats_open(ctx) || write(sync[1], &c, 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(sync[1]);
+	if (pid > 0) {
+		char c = 0, fdpath[64], t[128];
+		int status, n = 0;
+		ssize_t len;
+
+		CHECK(read(sync[0], &c, 1) == 1, "the child opened its counters");
+		for (int i = 0; i < 64; i++) {
+			snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%d", (int)pid, i);
+			len = readlink(fdpath, t, sizeof(t) - 1);
+			if (len > 0 && (t[len] = 0, strstr(t, "memfd:" UROCE_STATS_MEMFD)))
+				n++;
+		}
+		CHECK(n == 1, "the child holds one memfd (%d)", n);
+		kill(pid, SIGKILL);
+		CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status), "child killed");
+		snprintf(fdpath, sizeof(fdpath), "/proc/%d", (int)pid);
+		CHECK(access(fdpath, F_OK) && shm_files(pid) == 0,
+		      "after kill -9: no process, no file in /dev/shm");
+	}
+	close(sync[0]);
+	free(ctx);
+}
+
 int main(void)
 {
 	uroce_log_init();
@@ -319,6 +433,7 @@ int main(void)
 	test_paths();
 	test_pcap_file();
 	test_stats();
+	test_stats_memfd();
 	rmdir(tmpdir);
 	printf("test_pcap_stats: %u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;

@@ -186,19 +186,33 @@ static const char *stats_dir(void)
 	return d ? d : "/dev/shm";
 }
 
-/* Counter files uroce.<pid>.* in the stats directory. */
+/* The counter memfds pid holds (/proc/<pid>/fd -> /memfd:uroce-stats.*),
+ * plus its files uroce.<pid>.* in the stats directory. */
 static int stats_files(pid_t pid)
 {
-	char pre[64];
+	char pre[64], path[128], link[256];
 	struct dirent *de;
 	DIR *d;
 	int n = 0;
 
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	while (d && (de = readdir(d))) {
+		char fdp[400];
+		ssize_t len;
+
+		snprintf(fdp, sizeof(fdp), "%s/%s", path, de->d_name);
+		len = readlink(fdp, link, sizeof(link) - 1);
+		if (len > 0 && (link[len] = 0, !strncmp(link, "/memfd:uroce-stats.", 19)))
+			n++;
+	}
+	if (d)
+		closedir(d);
 	if (!*stats_dir())
-		return 0;
+		return n;
 	d = opendir(stats_dir());
 	if (!d)
-		return 0;
+		return n;
 	snprintf(pre, sizeof(pre), "uroce.%d.", (int)pid);
 	while ((de = readdir(d)))
 		if (!strncmp(de->d_name, pre, strlen(pre)))
@@ -656,9 +670,13 @@ static void dies_dirty(bool killed)
 		      qpn[i] >> 8);
 	CHECK(ss_sockets_of(pid) <= 0, "ss -uanp still shows sockets of pid %d", (int)pid);
 	if (killed) {
-		/* the file outlives a SIGKILL (unless a `uroce stat` running
-		 * elsewhere on this host removed it already); `uroce stat` sees
-		 * the pid is gone and removes it */
+		/* a memfd goes with the process; a file in UROCE_STATS_DIR
+		 * outlives a SIGKILL (unless a `uroce stat` running elsewhere
+		 * on this host removed it already): `uroce stat` sees the pid
+		 * is gone and removes it */
+		CHECK(getenv("UROCE_STATS_DIR") || stats_files(pid) == 0,
+		      "SIGKILL: %d counter memfd/file(s) of pid %d left", stats_files(pid),
+		      (int)pid);
 		if (*stats_dir() && files_alive > 0)
 			printf("SIGKILLed child: %d of its %d counter file(s) left before uroce "
 			       "stat\n",
