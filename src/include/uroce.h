@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "uroce_export.h"
 #include "uroce_log.h"
@@ -183,6 +184,7 @@ struct uroce_ctx {
 	/* UROCE_FAULT state: NULL until first used (src/net/fault.h) */
 	struct uroce_fault *fault;
 	struct uroce_ctx *next_open; /* open contexts (src/verbs/device.c) */
+	atomic_size_t dm_used;	     /* bytes of device memory allocated (src/verbs/dm.c) */
 };
 
 static inline struct uroce_ctx *to_uctx(struct ibv_context *c)
@@ -194,8 +196,39 @@ static inline struct uroce_ctx *to_uctx(struct ibv_context *c)
 struct uroce_pd {
 	struct ibv_pd ibpd;
 	atomic_uint refs; /* MRs, QPs, SRQs, AHs, MWs using it */
+	/* A parent domain (src/verbs/td.c): prot is the protection domain it
+	 * stands for (NULL for a plain PD), with an optional thread domain
+	 * and allocators for the buffers of QPs and CQs created on it. */
+	struct uroce_pd *prot;
+	struct ibv_td *td;
+	void *(*alloc)(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment,
+		       uint64_t resource_type);
+	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t resource_type);
+	void *pd_context;
 };
 static inline struct uroce_pd *to_upd(struct ibv_pd *p) { return container_of(p, struct uroce_pd, ibpd); }
+/* The protection domain behind pd (itself, or a parent domain's PD). */
+static inline struct ibv_pd *uroce_pd_prot(struct ibv_pd *pd)
+{
+	return to_upd(pd)->prot ? &to_upd(pd)->prot->ibpd : pd;
+}
+/* Do two PDs (or parent domains) protect alike?  The key checks' test. */
+static inline bool uroce_pd_same(struct ibv_pd *a, struct ibv_pd *b)
+{
+	return a == b || (a && b && uroce_pd_prot(a) == uroce_pd_prot(b));
+}
+/* Buffers of QPs and CQs: from a parent domain's allocator when pd is one
+ * that has them, else calloc (zeroed either way); *custom says which, for
+ * uroce_pd_buf_free.  NULL when out of memory. */
+void *uroce_pd_buf_alloc(struct ibv_pd *pd, size_t size, uint64_t type, bool *custom);
+void uroce_pd_buf_free(struct ibv_pd *pd, void *p, uint64_t type, bool custom);
+/* ibv_dealloc_pd of a parent domain that nothing uses any more */
+int uroce_parent_domain_free(struct uroce_pd *pd);
+/* resource_type values passed to a parent domain's allocators, numbered
+ * like mlx5dv's MLX5DV_RES_TYPE_* under rxe's driver id */
+#define UROCE_RES_TYPE_QP  ((uint64_t)RDMA_DRIVER_RXE << 32 | 1)
+#define UROCE_RES_TYPE_SRQ ((uint64_t)RDMA_DRIVER_RXE << 32 | 4)
+#define UROCE_RES_TYPE_CQ  ((uint64_t)RDMA_DRIVER_RXE << 32 | 5)
 
 struct uroce_mr {
 	struct ibv_mr ibmr;
@@ -209,6 +242,8 @@ struct uroce_mr {
 	uint32_t mw_qpn;	   /* type 2: the QP it is bound through */
 	struct uroce_mr *parent;   /* the MR a window is bound to */
 	atomic_uint nbound;	   /* MR: windows bound to it */
+	bool odp;		   /* IBV_ACCESS_ON_DEMAND: pages may be unmapped */
+	struct uroce_dm *dm;	   /* ibv_reg_dm_mr: the device memory it covers */
 };
 int uroce_key_insert(struct uroce_ctx *ctx, struct uroce_mr *mr);
 void uroce_key_remove(struct uroce_ctx *ctx, struct uroce_mr *mr);
@@ -230,6 +265,52 @@ static inline uint8_t *uroce_mr_ptr(const struct uroce_mr *mr, uint64_t iova, ui
 		return NULL;
 	return (uint8_t *)mr->ibmr.addr + (iova - mr->iova);
 }
+
+/* Create an MR over [addr, addr+length) seen by the peer at iova, with
+ * its key (access already checked).  NULL with errno set. */
+struct ibv_mr *uroce_mr_new(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+			    unsigned int access);
+
+/* ---- ODP (src/verbs/odp.c) ----
+ * Copies into and out of an ODP MR go through the kernel (process_vm_readv
+ * and _writev on this process), which reports an unmapped page as EFAULT
+ * instead of a SIGSEGV; other MRs are plain memcpy.  False on a fault. */
+bool uroce_odp_read(void *dst, const void *mr_src, size_t len);
+bool uroce_odp_write(void *mr_dst, const void *src, size_t len);
+/* Fault in the 8 bytes at p writable (for an atomic): false when they are
+ * not mapped writable. */
+bool uroce_odp_atomic_ok(void *p);
+int uroce_odp_reg_check(void *addr, size_t length, unsigned int access, const char *verb);
+static inline bool uroce_mr_read(const struct uroce_mr *mr, void *dst, const void *src, size_t len)
+{
+	if (__builtin_expect(mr->odp, 0))
+		return uroce_odp_read(dst, src, len);
+	memcpy(dst, src, len);
+	return true;
+}
+static inline bool uroce_mr_write(const struct uroce_mr *mr, void *dst, const void *src, size_t len)
+{
+	if (__builtin_expect(mr->odp, 0))
+		return uroce_odp_write(dst, src, len);
+	memcpy(dst, src, len);
+	return true;
+}
+
+/* ---- device memory (src/verbs/dm.c) ---- */
+struct uroce_dm {
+	struct ibv_dm ibdm;
+	uint8_t *buf;
+	size_t length;
+	size_t charged;	  /* of the context's device memory (length, aligned) */
+	atomic_uint refs; /* MRs over it */
+};
+/* odp_caps, max_dm_size ... of ibv_query_device_ex (odp.c, dm.c) */
+void uroce_odp_query(struct ibv_device_attr_ex *a);
+void uroce_dm_query(struct ibv_device_attr_ex *a);
+/* Install the ODP, DM and domain verbs in the context (odp.c, dm.c, td.c) */
+void uroce_odp_set_ops(struct verbs_context *v);
+void uroce_dm_set_ops(struct verbs_context *v);
+void uroce_td_set_ops(struct verbs_context *v);
 
 /* ---- CQ and completion channel (src/verbs/cq.c) ---- */
 struct uroce_channel {
@@ -265,6 +346,8 @@ struct uroce_cq {
 	uint64_t wc_flags;	   /* IBV_WC_EX_WITH_* the CQ was created with */
 	pthread_mutex_t poll_lock; /* start_poll..end_poll, unless single_threaded */
 	bool single_threaded;
+	struct ibv_pd *pdom;	   /* the parent domain it was created on, or NULL */
+	bool ring_custom;	   /* ring from pdom's allocator (src/verbs/td.c) */
 };
 static inline struct uroce_cq *to_ucq(struct ibv_cq *c) { return container_of((struct ibv_cq_ex *)c, struct uroce_cq, ibcq); }
 
@@ -358,6 +441,9 @@ struct uroce_qp {
 	/* ibv_wr_* batch (src/verbs/qp_ex.c); NULL unless created with
 	 * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
 	struct uroce_qpx *qpx;
+	/* created on a parent domain with allocators: which of sq.wqe (1),
+	 * sq.inline_buf (2), rq.wqe (4) came from them (src/verbs/td.c) */
+	uint8_t buf_custom;
 
 	/* requester (src/transport/req.c) */
 	struct {

@@ -218,7 +218,7 @@ static bool rkey_ok(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t le
 	/* a type 2 window is reachable only through the QP it was bound on */
 	if (mr && mr->kind == UROCE_KEY_MW2 && mr->mw_qpn != qp->ibqp.qp_base.qp_num)
 		return false;
-	return mr && mr->ibmr.pd == resp_pd(qp) && (mr->access & access) &&
+	return mr && uroce_pd_same(mr->ibmr.pd, resp_pd(qp)) && (mr->access & access) &&
 	       uroce_mr_ptr(mr, va, len);
 }
 
@@ -311,12 +311,13 @@ static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 		mr = uroce_mr_lookup(qp->ctx, qp->resp.write_rkey);
-		if (mr && mr->ibmr.pd == resp_pd(qp) &&
+		if (mr && uroce_pd_same(mr->ibmr.pd, resp_pd(qp)) &&
 		    (mr->access & IBV_ACCESS_REMOTE_WRITE))
 			dst = uroce_mr_ptr(mr, qp->resp.write_va + qp->resp.write_offset,
 					   pkt->paylen);
-		if (dst)
-			memcpy(dst, pkt->payload, pkt->paylen);
+		/* an ODP page that is not mapped: remote access error */
+		if (dst && !uroce_mr_write(mr, dst, pkt->payload, pkt->paylen))
+			dst = NULL;
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		if (!dst)
 			return RESPST_NAK_ACCESS; /* the MR went away mid-message */
@@ -357,11 +358,11 @@ static void send_read_resp(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint3
 		if (paylen) {
 			pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 			mr = uroce_mr_lookup(qp->ctx, rkey);
-			if (mr && mr->ibmr.pd == resp_pd(qp) &&
+			if (mr && uroce_pd_same(mr->ibmr.pd, resp_pd(qp)) &&
 			    (mr->access & IBV_ACCESS_REMOTE_READ))
 				src = uroce_mr_ptr(mr, va + off, paylen);
-			if (src)
-				memcpy(pkt.payload, src, paylen);
+			if (src && !uroce_mr_read(mr, pkt.payload, src, paylen))
+				src = NULL;
 			pthread_rwlock_unlock(&qp->ctx->mr_lock);
 			if (!src) {
 				send_nak(qp, UR_AETH_NAK | UR_NAK_REM_ACCESS_ERR, pkt.psn);
@@ -418,6 +419,13 @@ static enum resp_state exec_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		ur_dbg("QP 0x%06x: atomic va 0x%llx is a misaligned host address",
 		       qp->ibqp.qp_base.qp_num, (unsigned long long)ur_atmeth_va(pkt));
 		return RESPST_NAK_INVALID;
+	}
+	/* an ODP page must be there, writable, before the CPU's atomic */
+	if (p && mr->odp && !uroce_odp_atomic_ok(p)) {
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		ur_dbg("QP 0x%06x: atomic va 0x%llx: ODP page not mapped writable",
+		       qp->ibqp.qp_base.qp_num, (unsigned long long)ur_atmeth_va(pkt));
+		return RESPST_NAK_ACCESS;
 	}
 	if (p) {
 		if (pkt->opcode == UR_OPC_FETCH_ADD || pkt->opcode == (UR_TR_XRC | UR_OPC_FETCH_ADD)) {

@@ -54,7 +54,7 @@ static int ud_send_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 			      (unsigned long long)len, qp->sq.max_inline),
 		       EINVAL;
 	ah = to_uah(wr->wr.ud.ah);
-	if (ah->ibah.pd != qp->ibqp.qp_base.pd)
+	if (!uroce_pd_same(ah->ibah.pd, qp->ibqp.qp_base.pd))
 		return ur_dbg("post_send: the AH belongs to another PD"), EINVAL;
 
 	/* IBTA 10.2.5: a WR Q_Key with the high bit set means "use the QP's" */

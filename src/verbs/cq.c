@@ -113,7 +113,7 @@ static void channel_detach(struct uroce_channel *ch, struct uroce_cq *cq)
 
 static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq_context,
 				  struct ibv_comp_channel *channel, int comp_vector,
-				  uint64_t wc_flags, uint32_t create_flags)
+				  uint64_t wc_flags, uint32_t create_flags, struct ibv_pd *pdom)
 {
 	struct uroce_cq *cq;
 
@@ -150,7 +150,9 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 		return NULL;
 	}
 	cq->size = (uint32_t)cqe + 1;
-	cq->ring = calloc(cq->size, sizeof(*cq->ring));
+	cq->pdom = pdom; /* a parent domain's allocator gives the ring (td.c) */
+	cq->ring = uroce_pd_buf_alloc(pdom, cq->size * sizeof(*cq->ring), UROCE_RES_TYPE_CQ,
+				      &cq->ring_custom);
 	if (!cq->ring) {
 		ur_dbg("create_cq: out of memory for %u entries", cq->size);
 		free(cq);
@@ -158,7 +160,7 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 		return NULL;
 	}
 	if (uroce_cq_ex_init(cq, wc_flags, create_flags)) {
-		free(cq->ring);
+		uroce_pd_buf_free(pdom, cq->ring, UROCE_RES_TYPE_CQ, cq->ring_custom);
 		free(cq);
 		ur_dbg("create_cq: out of memory for completion timestamps");
 		errno = ENOMEM;
@@ -176,12 +178,14 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 	pthread_mutex_init(&cq->lock, NULL);
 	if (channel && channel_attach(to_uch(channel), cq)) {
 		uroce_cq_ex_fini(cq);
-		free(cq->ring);
+		uroce_pd_buf_free(pdom, cq->ring, UROCE_RES_TYPE_CQ, cq->ring_custom);
 		free(cq);
 		errno = ENOMEM;
 		return NULL;
 	}
 	atomic_fetch_add(&cq->ctx->ncq, 1);
+	if (pdom)
+		atomic_fetch_add(&to_upd(pdom)->refs, 1);
 	return cq;
 }
 
@@ -189,7 +193,7 @@ UROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 					  struct ibv_comp_channel *channel, int comp_vector)
 {
 	struct uroce_cq *cq = create_cq(context, cqe, cq_context, channel, comp_vector,
-					IBV_WC_STANDARD_FLAGS, 0);
+					IBV_WC_STANDARD_FLAGS, 0, NULL);
 
 	return cq ? ibv_cq_ex_to_cq(&cq->ibcq) : NULL;
 }
@@ -206,7 +210,8 @@ struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *context,
 	}
 	cq = create_cq(context, (int)attr->cqe, attr->cq_context, attr->channel,
 		       (int)attr->comp_vector, attr->wc_flags,
-		       (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) ? attr->flags : 0);
+		       (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) ? attr->flags : 0,
+		       (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) ? attr->parent_domain : NULL);
 	return cq ? &cq->ibcq : NULL;
 }
 
@@ -233,7 +238,9 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	atomic_fetch_sub(&cq->ctx->ncq, 1);
 	uroce_cq_ex_fini(cq);
 	pthread_mutex_destroy(&cq->lock);
-	free(cq->ring);
+	uroce_pd_buf_free(cq->pdom, cq->ring, UROCE_RES_TYPE_CQ, cq->ring_custom);
+	if (cq->pdom)
+		atomic_fetch_sub(&to_upd(cq->pdom)->refs, 1);
 	free(cq);
 	return 0;
 }

@@ -212,10 +212,11 @@ int uroce_cq_ex_check(struct ibv_context *context, const struct ibv_cq_init_attr
 			      "is a CQ error here)",
 			      attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED),
 		       EOPNOTSUPP;
-	/* A parent domain only carries allocators, which uroce does not take. */
+	/* A parent domain's allocator gives the ring (src/verbs/td.c). */
 	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && attr->parent_domain &&
-	    attr->parent_domain->context != context)
-		return ur_dbg("create_cq_ex: parent_domain belongs to another context"), EINVAL;
+	    (attr->parent_domain->context != context || !to_upd(attr->parent_domain)->prot))
+		return ur_dbg("create_cq_ex: parent_domain is not a parent domain of this context"),
+		       EINVAL;
 	/* The remaining rules (1 <= cqe <= max_cqe, comp_vector) are
 	 * ibv_create_cq()'s; make sure the values survive the trip to int. */
 	if (attr->cqe > INT_MAX)
@@ -277,6 +278,7 @@ UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	struct ibv_wc *ring, *old_ring;
 	struct uroce_cq *cq;
 	uint32_t size;
+	bool custom, old_custom;
 
 	if (!ibcq)
 		return ur_dbg("resize_cq: cq is NULL"), EINVAL;
@@ -285,11 +287,11 @@ UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 		return ur_dbg("resize_cq: cqe %d outside 1..max_cqe (%d)", cqe, UROCE_MAX_CQE),
 		       EINVAL;
 	size = (uint32_t)cqe + 1;
-	ring = calloc(size, sizeof(*ring));
+	ring = uroce_pd_buf_alloc(cq->pdom, size * sizeof(*ring), UROCE_RES_TYPE_CQ, &custom);
 	if (cq->ts)
 		ts = calloc(size, sizeof(*ts));
 	if (!ring || (cq->ts && !ts)) {
-		free(ring);
+		uroce_pd_buf_free(cq->pdom, ring, UROCE_RES_TYPE_CQ, custom);
 		free(ts);
 		return ur_dbg("resize_cq: out of memory for %u entries", size), ENOMEM;
 	}
@@ -299,7 +301,7 @@ UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 		uint32_t n = cq->count;
 
 		pthread_mutex_unlock(&cq->lock);
-		free(ring);
+		uroce_pd_buf_free(cq->pdom, ring, UROCE_RES_TYPE_CQ, custom);
 		free(ts);
 		return ur_dbg("resize_cq: cqe %d < the %u completions queued", cqe, n), EINVAL;
 	}
@@ -313,6 +315,8 @@ UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	}
 	old_ring = cq->ring;
 	old_ts = cq->ts;
+	old_custom = cq->ring_custom;
+	cq->ring_custom = custom;
 	cq->ring = ring;
 	cq->ts = ts;
 	cq->head = 0;
@@ -320,7 +324,7 @@ UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	cq->size = size;
 	cq->ibcq.cqe = cqe;
 	pthread_mutex_unlock(&cq->lock);
-	free(old_ring);
+	uroce_pd_buf_free(cq->pdom, old_ring, UROCE_RES_TYPE_CQ, old_custom);
 	free(old_ts);
 	return 0;
 }

@@ -197,6 +197,8 @@ static int uroce_query_device_ex(struct ibv_context *context,
 	/* completion timestamps: CLOCK_MONOTONIC ns, a 1 GHz clock (cq_ex.c) */
 	a.completion_timestamp_mask = UINT64_MAX;
 	a.hca_core_clock = UROCE_HCA_CLOCK_KHZ;
+	uroce_odp_query(&a); /* odp_caps (src/verbs/odp.c) */
+	uroce_dm_query(&a);  /* max_dm_size (src/verbs/dm.c) */
 	memcpy(attr, &a, attr_size < sizeof(a) ? attr_size : sizeof(a));
 	return 0;
 }
@@ -385,6 +387,9 @@ static void set_ops(struct uroce_ctx *ctx)
 	v->close_xrcd = uroce_close_xrcd;
 	v->open_qp = uroce_open_qp;
 	v->modify_cq = uroce_modify_cq;
+	uroce_odp_set_ops(v);
+	uroce_dm_set_ops(v);
+	uroce_td_set_ops(v);
 	v->sz = sizeof(*v);
 }
 

@@ -107,11 +107,11 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw, uint3
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	if (bi->mr)
 		mr = uroce_mr_lookup(ctx, bi->mr->lkey);
-	if (ibmw->pd != qp->ibqp.qp_base.pd)
+	if (!uroce_pd_same(ibmw->pd, qp->ibqp.qp_base.pd))
 		why = "window and QP are in different PDs";
 	else if (bi->length && (!mr || mr->kind != UROCE_KEY_MR || mr != to_umr(bi->mr)))
 		why = "the MR is not registered";
-	else if (mr && mr->ibmr.pd != ibmw->pd)
+	else if (mr && !uroce_pd_same(mr->ibmr.pd, ibmw->pd))
 		why = "window and MR are in different PDs";
 	else if (mr && !(mr->access & IBV_ACCESS_MW_BIND))
 		why = "the MR was registered without IBV_ACCESS_MW_BIND";
@@ -139,6 +139,7 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw, uint3
 			k->iova = (bi->mw_access_flags & IBV_ACCESS_ZERO_BASED) ? 0 : bi->addr;
 			k->length = bi->length;
 			k->access = bi->mw_access_flags;
+			k->odp = mr->odp;
 			k->mw_qpn = k->kind == UROCE_KEY_MW2 ? qp->ibqp.qp_base.qp_num : 0;
 		}
 		ibmw->rkey = new_rkey;
@@ -160,7 +161,7 @@ enum ibv_wc_status uroce_mw_invalidate(struct uroce_qp *qp, uint32_t rkey, bool 
 
 	pthread_rwlock_wrlock(&ctx->mr_lock);
 	k = uroce_mr_lookup(ctx, rkey);
-	if (k && k->kind == UROCE_KEY_MW2 && k->ibmr.pd == qp->ibqp.qp_base.pd &&
+	if (k && k->kind == UROCE_KEY_MW2 && uroce_pd_same(k->ibmr.pd, qp->ibqp.qp_base.pd) &&
 	    (!remote || !k->length || k->mw_qpn == qp->ibqp.qp_base.qp_num)) {
 		unbind_locked(k);
 		st = IBV_WC_SUCCESS;

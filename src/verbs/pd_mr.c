@@ -57,6 +57,8 @@ UROCE_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 		       atomic_load(&pd->refs));
 		return EBUSY;
 	}
+	if (pd->prot)
+		return uroce_parent_domain_free(pd);
 	atomic_fetch_sub(&to_uctx(ibpd->context)->npd, 1);
 	free(pd);
 	return 0;
@@ -154,7 +156,7 @@ void uroce_key_remove(struct uroce_ctx *ctx, struct uroce_mr *mr)
 #define UROCE_MR_ACCESS                                                                  \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |      \
 	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |          \
-	 IBV_ACCESS_HUGETLB)
+	 IBV_ACCESS_HUGETLB | IBV_ACCESS_ON_DEMAND)
 
 /* The memory must be mapped, as the kernel's get_user_pages would demand:
  * msync() fails with ENOMEM on any unmapped page of the range. */
@@ -197,8 +199,6 @@ static bool range_prot_ok(void *addr, size_t len, bool write)
 /* The access rules of reg_mr and rereg_mr: 0 or an errno value. */
 static int check_access(unsigned int access, const char *verb)
 {
-	if (access & IBV_ACCESS_ON_DEMAND)
-		return ur_dbg("%s: IBV_ACCESS_ON_DEMAND (ODP) is not supported", verb), EOPNOTSUPP;
 	if (access & ~(unsigned int)UROCE_MR_ACCESS)
 		return ur_dbg("%s: unknown access flags 0x%x", verb,
 			      access & ~(unsigned int)UROCE_MR_ACCESS),
@@ -216,6 +216,9 @@ static int check_range(void *addr, size_t length, unsigned int access, const cha
 {
 	bool write = access & IBV_ACCESS_LOCAL_WRITE;
 
+	if (access & IBV_ACCESS_ON_DEMAND) /* not pinned: need not be mapped (odp.c) */
+		return uroce_odp_reg_check(addr, length, access, verb);
+
 	if (length == 0 || length > UROCE_MAX_MR_SIZE)
 		return ur_dbg("%s: length %zu outside 1..max_mr_size", verb, length), EINVAL;
 	if (!addr || !range_mapped(addr, length))
@@ -231,7 +234,6 @@ static int check_range(void *addr, size_t length, unsigned int access, const cha
 static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
 			     unsigned int access)
 {
-	struct uroce_mr *mr;
 	int err;
 
 	if (!pd) {
@@ -247,6 +249,15 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 		errno = err;
 		return NULL;
 	}
+	return uroce_mr_new(pd, addr, length, iova, access);
+}
+
+struct ibv_mr *uroce_mr_new(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+			    unsigned int access)
+{
+	struct uroce_mr *mr;
+	int err;
+
 	mr = calloc(1, sizeof(*mr));
 	if (!mr) {
 		ur_dbg("reg_mr: out of memory");
@@ -260,6 +271,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
 	mr->length = length;
 	mr->access = access;
+	mr->odp = access & IBV_ACCESS_ON_DEMAND;
 	err = uroce_key_insert(to_uctx(pd->context), mr);
 	if (err) {
 		free(mr);
@@ -305,6 +317,8 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 		       EBUSY;
 	uroce_key_remove(to_uctx(ibmr->context), mr);
 	atomic_fetch_sub(&to_upd(ibmr->pd)->refs, 1);
+	if (mr->dm)
+		atomic_fetch_sub(&mr->dm->refs, 1);
 	free(mr);
 	return 0;
 }
@@ -331,6 +345,9 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 		return ur_dbg("rereg_mr: mr is NULL"), rereg_refused(EINVAL);
 	mr = to_umr(ibmr);
 	ctx = to_uctx(ibmr->context);
+	if (mr->dm)
+		return ur_dbg("rereg_mr: a device memory MR cannot be re-registered"),
+		       rereg_refused(EINVAL);
 	if (!flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED))
 		return ur_dbg("rereg_mr: flags 0x%x: use IBV_REREG_MR_CHANGE_TRANSLATION, _PD "
 			      "and/or _ACCESS",
@@ -382,6 +399,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	else if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) || (mr->access & IBV_ACCESS_ZERO_BASED))
 		mr->iova = (uint64_t)(uintptr_t)ibmr->addr;
 	mr->access = acc;
+	mr->odp = acc & IBV_ACCESS_ON_DEMAND;
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	if (ibmr->pd != old_pd) {
 		atomic_fetch_add(&to_upd(ibmr->pd)->refs, 1);
@@ -415,7 +433,7 @@ int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_
 			take = len;
 		mr = uroce_mr_lookup(ctx, sg[i].lkey);
 		/* memory windows have rkeys only: no local access through them */
-		if (!mr || mr->kind != UROCE_KEY_MR || mr->ibmr.pd != pd ||
+		if (!mr || mr->kind != UROCE_KEY_MR || !uroce_pd_same(mr->ibmr.pd, pd) ||
 		    (to_sge && !(mr->access & IBV_ACCESS_LOCAL_WRITE))) {
 			*st = IBV_WC_LOC_PROT_ERR;
 			return -1;
@@ -425,10 +443,10 @@ int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_
 			*st = IBV_WC_LOC_PROT_ERR;
 			return -1;
 		}
-		if (to_sge)
-			memcpy(p, b, take);
-		else
-			memcpy(b, p, take);
+		if (!(to_sge ? uroce_mr_write(mr, p, b, take) : uroce_mr_read(mr, b, p, take))) {
+			*st = IBV_WC_LOC_PROT_ERR; /* an ODP page is not mapped */
+			return -1;
+		}
 		b += take;
 		len -= take;
 		offset = 0;

@@ -45,29 +45,37 @@ static int check_caps(struct ibv_qp_cap *cap)
 	return 0;
 }
 
-static int alloc_queues(struct uroce_qp *qp, const struct ibv_qp_cap *cap)
+/* The queues come from the allocator of a parent domain pd, if it has one
+ * (src/verbs/td.c); qp->buf_custom records which did. */
+static int alloc_queues(struct uroce_qp *qp, struct ibv_pd *pd, const struct ibv_qp_cap *cap)
 {
 	struct uroce_sq *sq = &qp->sq;
 	struct uroce_rq *rq = &qp->rq;
+	bool c;
 
+	qp->ibqp.qp_base.pd = pd; /* for free_qp */
 	sq->max_wr = cap->max_send_wr;
 	sq->max_sge = cap->max_send_sge;
 	sq->max_inline = cap->max_inline_data;
 	sq->size = pow2_at_least(sq->max_wr + 1);
-	sq->wqe = calloc(sq->size, sizeof(*sq->wqe));
+	sq->wqe = uroce_pd_buf_alloc(pd, sq->size * sizeof(*sq->wqe), UROCE_RES_TYPE_QP, &c);
 	if (!sq->wqe)
 		return ENOMEM;
+	qp->buf_custom |= c ? 1 : 0;
 	if (sq->max_inline) {
-		sq->inline_buf = malloc((size_t)sq->size * sq->max_inline);
+		sq->inline_buf = uroce_pd_buf_alloc(pd, (size_t)sq->size * sq->max_inline,
+						    UROCE_RES_TYPE_QP, &c);
 		if (!sq->inline_buf)
 			return ENOMEM;
+		qp->buf_custom |= c ? 2 : 0;
 	}
 	rq->max_wr = cap->max_recv_wr;
 	rq->max_sge = cap->max_recv_sge;
 	rq->size = pow2_at_least(rq->max_wr + 1);
-	rq->wqe = calloc(rq->size, sizeof(*rq->wqe));
+	rq->wqe = uroce_pd_buf_alloc(pd, rq->size * sizeof(*rq->wqe), UROCE_RES_TYPE_QP, &c);
 	if (!rq->wqe)
 		return ENOMEM;
+	qp->buf_custom |= c ? 4 : 0;
 	return 0;
 }
 
@@ -75,9 +83,10 @@ static void free_qp(struct uroce_qp *qp)
 {
 	uroce_stats_qp_del(qp->ctx, qp->stats);
 	uroce_qpx_fini(qp);
-	free(qp->sq.wqe);
-	free(qp->sq.inline_buf);
-	free(qp->rq.wqe);
+	uroce_pd_buf_free(qp->ibqp.qp_base.pd, qp->sq.wqe, UROCE_RES_TYPE_QP, qp->buf_custom & 1);
+	uroce_pd_buf_free(qp->ibqp.qp_base.pd, qp->sq.inline_buf, UROCE_RES_TYPE_QP,
+			  qp->buf_custom & 2);
+	uroce_pd_buf_free(qp->ibqp.qp_base.pd, qp->rq.wqe, UROCE_RES_TYPE_QP, qp->buf_custom & 4);
 	free(qp->resp.res);
 	pthread_mutex_destroy(&qp->lock);
 	free(qp);
@@ -145,7 +154,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 		return NULL;
 	}
 	if (ia->srq) {
-		if (to_usrq(ia->srq)->type != IBV_SRQT_BASIC || ia->srq->pd != ia->pd) {
+		if (to_usrq(ia->srq)->type != IBV_SRQT_BASIC || !uroce_pd_same(ia->srq->pd, ia->pd)) {
 			ur_dbg("create_qp: the SRQ must be a basic SRQ of the QP's PD");
 			errno = EINVAL;
 			return NULL;
@@ -173,7 +182,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	pthread_mutex_init(&qp->lock, NULL);
 	qp->ctx = ctx;
 	qp->stats = uroce_stats_qp_add(ctx);
-	err = alloc_queues(qp, &ia->cap);
+	err = alloc_queues(qp, ia->pd, &ia->cap);
 	if (err)
 		ur_dbg("create_qp: out of memory for %u send / %u receive WRs", ia->cap.max_send_wr,
 		       ia->cap.max_recv_wr);
@@ -529,7 +538,7 @@ static int prepare_swqe(struct uroce_qp *qp, const struct ibv_send_wr *wr, struc
 			return ur_dbg("post_send: SEND_WITH_INV needs RC or XRC"), EINVAL;
 		break;
 	case IBV_WR_BIND_MW:
-		if (!wr->bind_mw.mw || wr->bind_mw.mw->pd != qp->ibqp.qp_base.pd)
+		if (!wr->bind_mw.mw || !uroce_pd_same(wr->bind_mw.mw->pd, qp->ibqp.qp_base.pd))
 			return ur_dbg("post_send: BIND_MW needs a window of the QP's PD"), EINVAL;
 		break;
 	case IBV_WR_LOCAL_INV:

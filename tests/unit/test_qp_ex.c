@@ -619,8 +619,6 @@ static void test_rereg(void)
 		  0, 0);
 	TRY_REREG("remote write without local write", EINVAL, IBV_REREG_MR_CHANGE_ACCESS, NULL,
 		  NULL, 0, IBV_ACCESS_REMOTE_WRITE);
-	TRY_REREG("on-demand paging", EOPNOTSUPP, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
-		  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
 #undef TRY_REREG
 	CHECK(ibv_rereg_mr(NULL, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, 0) ==
 		  IBV_REREG_MR_ERR_INPUT,
