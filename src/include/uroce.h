@@ -346,8 +346,8 @@ struct uroce_cq {
 	uint64_t wc_flags;	   /* IBV_WC_EX_WITH_* the CQ was created with */
 	pthread_mutex_t poll_lock; /* start_poll..end_poll, unless single_threaded */
 	bool single_threaded;
-	struct ibv_pd *pdom;	   /* the parent domain it was created on, or NULL */
-	bool ring_custom;	   /* ring from pdom's allocator (src/verbs/td.c) */
+	struct ibv_pd *pdom; /* the parent domain it was created on, or NULL */
+	bool ring_custom;    /* ring from pdom's allocator (src/verbs/td.c) */
 };
 static inline struct uroce_cq *to_ucq(struct ibv_cq *c) { return container_of((struct ibv_cq_ex *)c, struct uroce_cq, ibcq); }
 

@@ -154,7 +154,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 		return NULL;
 	}
 	if (ia->srq) {
-		if (to_usrq(ia->srq)->type != IBV_SRQT_BASIC || !uroce_pd_same(ia->srq->pd, ia->pd)) {
+		if (to_usrq(ia->srq)->type != IBV_SRQT_BASIC ||
+		    !uroce_pd_same(ia->srq->pd, ia->pd)) {
 			ur_dbg("create_qp: the SRQ must be a basic SRQ of the QP's PD");
 			errno = EINVAL;
 			return NULL;
