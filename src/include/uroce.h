@@ -516,6 +516,7 @@ struct uroce_srq {
 	uint32_t srq_num;
 	atomic_uint refs;     /* QPs attached */
 	struct uroce_ctx *ctx;
+	bool wqe_custom;      /* rq.wqe from a parent domain's allocator (td.c) */
 };
 static inline struct uroce_srq *to_usrq(struct ibv_srq *s) { return container_of(s, struct uroce_srq, ibsrq); }
 

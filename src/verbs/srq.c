@@ -133,7 +133,8 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context, struct ibv_srq_
 	srq->rq.max_wr = ia->attr.max_wr;
 	srq->rq.max_sge = ia->attr.max_sge ? ia->attr.max_sge : 1;
 	srq->rq.size = pow2_at_least(srq->rq.max_wr + 1);
-	srq->rq.wqe = calloc(srq->rq.size, sizeof(*srq->rq.wqe));
+	srq->rq.wqe = uroce_pd_buf_alloc(ia->pd, srq->rq.size * sizeof(*srq->rq.wqe),
+					 UROCE_RES_TYPE_SRQ, &srq->wqe_custom);
 	if (!srq->rq.wqe) {
 		ur_dbg("create_srq: out of memory for %u WRs", srq->rq.max_wr);
 		free(srq);
@@ -146,7 +147,7 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context, struct ibv_srq_
 	srq->srq_num = atomic_fetch_add(&next_srq_num, 1);
 	if (srq->type == IBV_SRQT_XRC) {
 		if (xsrq_register(srq)) {
-			free(srq->rq.wqe);
+			uroce_pd_buf_free(ia->pd, srq->rq.wqe, UROCE_RES_TYPE_SRQ, srq->wqe_custom);
 			free(srq);
 			errno = ENOMEM;
 			return NULL;
@@ -250,7 +251,7 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	}
 	atomic_fetch_sub(&to_upd(ibsrq->pd)->refs, 1);
 	pthread_mutex_destroy(&srq->lock);
-	free(srq->rq.wqe);
+	uroce_pd_buf_free(ibsrq->pd, srq->rq.wqe, UROCE_RES_TYPE_SRQ, srq->wqe_custom);
 	free(srq);
 	return 0;
 }

@@ -12,7 +12,7 @@ static struct mside A, B;
 
 /* The program's allocator: counts and checks what it is asked. */
 static struct {
-	int alloc_qp, alloc_cq, free_qp, free_cq, bad;
+	int alloc_qp, alloc_cq, alloc_srq, free_qp, free_cq, free_srq, bad;
 	bool use_default, refuse;
 	struct ibv_pd *pd;
 	size_t live;
@@ -29,6 +29,8 @@ static void *my_alloc(struct ibv_pd *pd, void *pd_context, size_t size, size_t a
 		al.alloc_qp++;
 	else if (type == UROCE_RES_TYPE_CQ)
 		al.alloc_cq++;
+	else if (type == UROCE_RES_TYPE_SRQ)
+		al.alloc_srq++;
 	else
 		al.bad++;
 	if (al.refuse)
@@ -51,6 +53,8 @@ static void my_free(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t typ
 		al.free_qp++;
 	else if (type == UROCE_RES_TYPE_CQ)
 		al.free_cq++;
+	else if (type == UROCE_RES_TYPE_SRQ)
+		al.free_srq++;
 	al.live--;
 	free(ptr);
 }
@@ -174,6 +178,37 @@ static void test_allocators(void)
 		  IBV_WC_SUCCESS,
 	      "READ");
 
+	/* an SRQ on the parent domain: its queue from alloc too */
+	{
+		struct ibv_srq_init_attr sa = {.attr = {.max_wr = 16, .max_sge = 1}};
+		struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+		struct ibv_sge sge = {
+		    .addr = (uintptr_t)buf + 8192, .length = 512, .lkey = mr->lkey};
+		struct ibv_recv_wr rw = {.wr_id = 4, .sg_list = &sge, .num_sge = 1}, *bad;
+		struct ibv_qp_init_attr_ex ia = {.send_cq = cq,
+						 .recv_cq = cq,
+						 .cap = {.max_send_wr = 4, .max_send_sge = 1},
+						 .qp_type = IBV_QPT_RC,
+						 .comp_mask = IBV_QP_INIT_ATTR_PD,
+						 .pd = pd};
+		struct ibv_qp *qs, *qr = make_qp(B.pd, B.cq, B.cq, 0, 0);
+
+		CHECK(srq && al.alloc_srq == 1, "SRQ on the parent domain (%d allocations)",
+		      al.alloc_srq);
+		ia.srq = srq;
+		qs = srq ? ibv_create_qp_ex(A.ctx, &ia) : NULL;
+		CHECK(qs && qr && !connect_pair(qs, qr), "a QP with the SRQ, connected");
+		CHECK(srq && !ibv_post_srq_recv(srq, &rw, &bad), "post_srq_recv");
+		if (qs && qr) {
+			CHECK(run_wr(qr, B.cq, IBV_WR_SEND, rmr->lkey, rbuf, 300, 0, 0) ==
+				      IBV_WC_SUCCESS &&
+				  recv_status(cq, &n) == IBV_WC_SUCCESS && n == 300 &&
+				  !memcmp(buf + 8192, rbuf, 300),
+			      "SEND received through the SRQ of the parent domain");
+		}
+		mpair_destroy(qs, qr);
+		CHECK(srq && !ibv_destroy_srq(srq) && al.free_srq == 1, "destroy_srq frees it");
+	}
 	CHECK(ibv_dealloc_pd(pd) == EBUSY, "dealloc_pd of a parent domain with a QP/CQ: EBUSY");
 	CHECK(!ibv_destroy_qp(qa) && al.free_qp == al.alloc_qp,
 	      "destroy_qp frees what it took "
