@@ -337,6 +337,47 @@ static void test_ud(void)
 	munmap(r, len);
 }
 
+/* A memory window bound to an ODP MR is ODP too: an unmapped page behind
+ * the window is a remote access error, not a fault. */
+static void test_mw(void)
+{
+	const size_t len = 4 * (size_t)pg;
+	uint8_t *m = fresh(len), *local = aligned_alloc((size_t)pg, len);
+	struct ibv_mr *mr = ibv_reg_mr(B.pd, m, len, ODP_ACCESS | IBV_ACCESS_MW_BIND);
+	struct ibv_mr *lmr = ibv_reg_mr(A.pd, local, len, FULL_ACCESS);
+	struct ibv_mw *mw = ibv_alloc_mw(B.pd, IBV_MW_TYPE_1);
+	struct ibv_mw_bind bind = {.wr_id = 1, .send_flags = IBV_SEND_SIGNALED};
+	struct ibv_qp *qa, *qb;
+	struct ibv_wc wc;
+
+	CHECK(mr && lmr && mw, "ODP MR with MW_BIND, a type 1 window");
+	if (!mr || !lmr || !mw)
+		return;
+	CHECK(!mpair(&A, NULL, &B, &qa, &qb), "pair");
+	bind.bind_info = (struct ibv_mw_bind_info){.mr = mr,
+						   .addr = (uintptr_t)m,
+						   .length = len,
+						   .mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
+	CHECK(!ibv_bind_mw(qb, mw, &bind) && wait_wc(B.cq, &wc, 1) == 1 &&
+		  wc.status == IBV_WC_SUCCESS,
+	      "bind the window over the ODP MR");
+	fill(local, len, 11);
+	CHECK(run_wr(qa, A.cq, IBV_WR_RDMA_WRITE, lmr->lkey, local, 100, mw->rkey,
+		     (uintptr_t)m + pg) == IBV_WC_SUCCESS &&
+		  !memcmp(m + pg, local, 100),
+	      "WRITE through the window");
+	munmap(m + 2 * pg, (size_t)pg);
+	CHECK(run_wr(qa, A.cq, IBV_WR_RDMA_WRITE, lmr->lkey, local, 100, mw->rkey,
+		     (uintptr_t)m + 2 * pg) == IBV_WC_REM_ACCESS_ERR,
+	      "WRITE through the window to an unmapped page: remote access error");
+	mpair_destroy(qa, qb);
+	ibv_dealloc_mw(mw);
+	ibv_dereg_mr(mr);
+	ibv_dereg_mr(lmr);
+	munmap(m, len);
+	free(local);
+}
+
 /* What the copy through the kernel costs (printed, not asserted). */
 static void measure(void)
 {
@@ -383,6 +424,7 @@ int main(void)
 	test_implicit();
 	test_advise();
 	test_ud();
+	test_mw();
 	measure();
 	mside_close(&A);
 	mside_close(&B);
