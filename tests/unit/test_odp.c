@@ -6,8 +6,15 @@
  * process lives on.  RC and UD.  Prints what a copy through the kernel
  * costs next to memcpy (not asserted).
  */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mem_loop.h"
@@ -378,6 +385,56 @@ static void test_mw(void)
 	free(local);
 }
 
+/* Where a seccomp filter refuses process_vm_readv/writev (EPERM), ODP
+ * copies fall back to madvise(MADV_POPULATE_*) + memcpy: still no fault on
+ * an unmapped or read-only page.  In a child, which installs the filter. */
+static int fallback_child(void)
+{
+	struct sock_filter f[] = {
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 2, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 1, 0),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+	};
+	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+	uint8_t *m = fresh(3 * (size_t)pg), src[64], dst[64];
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+		return 10;
+	if (process_vm_readv(getpid(), NULL, 0, NULL, 0, 0) >= 0 || errno != EPERM)
+		return 11; /* the filter is not in force */
+	memset(src, 0x5a, sizeof(src));
+	munmap(m + pg, (size_t)pg);
+	mprotect(m + 2 * pg, (size_t)pg, PROT_READ);
+	if (!uroce_odp_write(m + 8, src, sizeof(src)) || memcmp(m + 8, src, sizeof(src)))
+		return 12; /* a mapped page: copied */
+	if (!uroce_odp_read(dst, m + 8, sizeof(dst)) || memcmp(dst, src, sizeof(dst)))
+		return 13;
+	if (uroce_odp_write(m + pg, src, 8) || uroce_odp_read(dst, m + pg, 8))
+		return 14; /* unmapped: refused, no SIGSEGV */
+	if (uroce_odp_write(m + 2 * pg, src, 8) || !uroce_odp_read(dst, m + 2 * pg, 8))
+		return 15; /* read-only: read yes, write no */
+	return 0;
+}
+
+static void test_fallback(void)
+{
+	int status = 0;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+		_exit(fallback_child());
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork/wait");
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "with process_vm_* refused by seccomp: %s %d",
+	      WIFSIGNALED(status) ? "signal" : "exit",
+	      WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
 /* What the copy through the kernel costs (printed, not asserted). */
 static void measure(void)
 {
@@ -425,6 +482,7 @@ int main(void)
 	test_advise();
 	test_ud();
 	test_mw();
+	test_fallback();
 	measure();
 	mside_close(&A);
 	mside_close(&B);
