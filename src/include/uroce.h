@@ -41,7 +41,7 @@ enum {
 	UROCE_MAX_QP = 16384,
 	UROCE_MAX_MR = 65536,
 	UROCE_MAX_PD = 16384,
-	UROCE_MAX_RD_ATOM = 16,	   /* max_qp_rd_atom / max_qp_init_rd_atom */
+	UROCE_MAX_RD_ATOM = 128,   /* max_qp_rd_atom / max_qp_init_rd_atom: rxe's */
 	UROCE_EP_SLOTS = 256,	   /* QPNs per UDP endpoint: qpn = port << 8 | slot */
 	UROCE_MAX_MSG = 1u << 31,  /* max_msg_sz */
 	/* rxe's: a software RoCE device, no IEEE OUI (tools treat 0 as "no

@@ -199,6 +199,131 @@ static void test_cap_flags(struct harness *h)
 		ibv_dealloc_mw(mw);
 }
 
+/* max_qp_rd_atom, max_qp_init_rd_atom, max_res_rd_atom report rxe's 128
+ * (perftest takes the peer's value: against rxe it asks 128) and a QP
+ * accepts 128 and has 128 READs and then 128 atomics outstanding at once. */
+static void test_rd_atom(struct harness *h)
+{
+	enum { N = 128, LEN = 1024 };
+	struct pair_opts o = default_opts(IBV_MTU_1024);
+	struct ibv_send_wr wr[N], *bad;
+	struct ibv_sge sge[N];
+	struct ibv_wc wc[N];
+	uint64_t *counter = (uint64_t *)(h->s[1].buf + 3 * BUF_SIZE / 4);
+	struct ibv_mr *amr =
+	    ibv_reg_mr(h->s[1].pd, counter, 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+	int err, ok = 0;
+
+	CHECK(h->dattr.max_qp_rd_atom >= 128, "max_qp_rd_atom %d", h->dattr.max_qp_rd_atom);
+	CHECK(h->dattr.max_qp_init_rd_atom >= 128, "max_qp_init_rd_atom %d",
+	      h->dattr.max_qp_init_rd_atom);
+	CHECK(h->dattr.max_res_rd_atom >= 128 * 1024, "max_res_rd_atom %d",
+	      h->dattr.max_res_rd_atom);
+	o.rd_atomic = 128;
+	o.max_send_wr = 2 * N;
+	o.b_access |= IBV_ACCESS_REMOTE_ATOMIC;
+	if (pair_create(h, &o)) {
+		CHECK(0, "RC pair with max_rd_atomic = max_dest_rd_atomic = 128");
+		return;
+	}
+	fill_pattern(h->s[1].buf, N * LEN, 42);
+	memset(h->s[0].buf, 0, N * LEN);
+	for (int k = 0; k < 2; k++) {
+		memset(wr, 0, sizeof(wr));
+		for (int i = 0; i < N; i++) {
+			sge[i].addr = (uintptr_t)(h->s[0].buf + (k ? (uint32_t)(N * LEN + 8 * i)
+								   : (uint32_t)i * LEN));
+			sge[i].length = k ? 8 : LEN;
+			sge[i].lkey = h->s[0].mr->lkey;
+			wr[i].wr_id = (uint64_t)i;
+			wr[i].sg_list = &sge[i];
+			wr[i].num_sge = 1;
+			wr[i].send_flags = IBV_SEND_SIGNALED;
+			wr[i].next = i + 1 < N ? &wr[i + 1] : NULL;
+			if (k) {
+				wr[i].opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+				wr[i].wr.atomic.remote_addr = (uintptr_t)counter;
+				wr[i].wr.atomic.rkey = amr ? amr->rkey : 0;
+				wr[i].wr.atomic.compare_add = 1;
+			} else {
+				wr[i].opcode = IBV_WR_RDMA_READ;
+				wr[i].wr.rdma.remote_addr =
+				    (uintptr_t)(h->s[1].buf + (uint32_t)i * LEN);
+				wr[i].wr.rdma.rkey = h->s[1].mr->rkey;
+			}
+		}
+		*counter = 0;
+		err = ibv_post_send(h->s[0].qp, wr, &bad);
+		CHECK(!err, "post %d %s: %s", N, k ? "atomics" : "READs", strerror(err));
+		if (err)
+			break;
+		if (wait_wc(h->s[0].scq, wc, N, WAIT_MS)) {
+			CHECK(0, "%d %s did not complete", N, k ? "atomics" : "READs");
+			break;
+		}
+		ok = 0;
+		for (int i = 0; i < N; i++)
+			ok += wc[i].status == IBV_WC_SUCCESS;
+		CHECK(ok == N, "%d of %d %s succeeded", ok, N, k ? "atomics" : "READs");
+	}
+	CHECK(!memcmp(h->s[0].buf, h->s[1].buf, N * LEN), "READ data differ");
+	CHECK(*counter == N, "counter %llu after %d FETCH_ADDs", (unsigned long long)*counter, N);
+	pair_destroy(h);
+	if (amr)
+		ibv_dereg_mr(amr);
+}
+
+/* Responder resources are sized by each QP's max_dest_rd_atomic at RTR, so
+ * 1,024 QPs that all negotiate 128 fit (perftest -q 1024 against rxe). */
+static void test_rd_atom_1024(struct harness *h)
+{
+	enum { NQP = 1024 };
+	struct ibv_qp **qp = calloc(NQP, sizeof(*qp));
+	struct ibv_cq *cq = ibv_create_cq(h->s[0].ctx, 4096, NULL, NULL, 0);
+	int n = 0, rtr = 0;
+
+	for (; qp && cq && n < NQP; n++) {
+		struct ibv_qp_init_attr ia = {
+		    .send_cq = cq,
+		    .recv_cq = cq,
+		    .qp_type = IBV_QPT_RC,
+		    .cap = {
+			.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+					.port_num = 1,
+					.qp_access_flags = IBV_ACCESS_REMOTE_READ};
+
+		qp[n] = ibv_create_qp(h->s[0].pd, &ia);
+		if (!qp[n] || ibv_modify_qp(qp[n], &a,
+					    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+						IBV_QP_ACCESS_FLAGS))
+			break;
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_RTR;
+		a.path_mtu = IBV_MTU_1024;
+		a.dest_qp_num = qp[0]->qp_num;
+		a.max_dest_rd_atomic = 128;
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = h->gid;
+		a.ah_attr.grh.hop_limit = 1;
+		a.ah_attr.port_num = 1;
+		if (ibv_modify_qp(qp[n], &a,
+				  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				      IBV_QP_MIN_RNR_TIMER))
+			break;
+		rtr++;
+	}
+	CHECK(rtr == NQP, "%d of %d QPs reached RTR with max_dest_rd_atomic 128: %s", rtr, NQP,
+	      strerror(errno));
+	for (int i = 0; qp && i <= n && i < NQP; i++)
+		if (qp[i])
+			ibv_destroy_qp(qp[i]);
+	if (cq)
+		ibv_destroy_cq(cq);
+	free(qp);
+}
+
 int main(void)
 {
 	struct harness h;
@@ -212,6 +337,8 @@ int main(void)
 	test_atomic_cap(&h);
 	test_vendor(&h);
 	test_cap_flags(&h);
+	test_rd_atom(&h);
+	test_rd_atom_1024(&h);
 	harness_close(&h);
 	printf("%u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
