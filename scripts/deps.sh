@@ -10,6 +10,7 @@ PACKAGES=(
 	tshark python3-scapy
 	gcovr clang libclang-rt-14-dev valgrind
 	libisal-dev iproute2
+	ethtool procps python3
 )
 
 # One dpkg-query for all: "name status" for each package dpkg knows.
