@@ -129,9 +129,10 @@ static struct uroce_dev *to_udev(struct ibv_context *c)
  * it off without the flag), the one port's AV check.  Left out on purpose:
  * AUTO_PATH_MIG (no alternate paths), SRQ_RESIZE (no SRQ resize),
  * BAD_PKEY_CNTR/BAD_QKEY_CNTR (no port counters through MADs),
- * CHANGE_PHY_PORT (one port). */
+ * CHANGE_PHY_PORT (one port), PORT_ACTIVE_EVENT (the port never changes
+ * state, so no port event is ever raised). */
 #define UROCE_DEVICE_CAP_FLAGS                                                                     \
-	(IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |  \
+	(IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_SYS_IMAGE_GUID |                               \
 	 IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_XRC |                       \
 	 IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B)
 
@@ -459,8 +460,10 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		goto err_pipe;
 
 	uroce_ctx_list(ctx);
+	/* No IBV_EVENT_PORT_ACTIVE here: a device reports a port's state
+	 * changes, and opening a context changes none (a program waiting for
+	 * the event it provoked would read this one first). */
 	ur_info("opened %s (interface %s)", device->name, ctx->dev->ifname);
-	uroce_async_event(ctx, IBV_EVENT_PORT_ACTIVE, NULL);
 	return &ctx->vctx.context;
 
 err_pipe:
