@@ -20,6 +20,8 @@
 #include "uroce.h"
 #include "verbs/verbs_ops.h"
 
+#define UROCE_MW_LOCAL_BITS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND)
+
 struct uroce_mw {
 	struct ibv_mw ibmw;
 	struct uroce_mr key; /* the key table entry */
@@ -102,9 +104,16 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw, uint3
 	struct uroce_ctx *ctx = qp->ctx;
 	struct uroce_mr *k = &mw->key, *mr = NULL;
 	enum ibv_wc_status st = IBV_WC_MW_BIND_ERR;
+	/* windows have no local access: local bits next to the remote rights
+	 * are ignored, as rxe (rxe_mw.c) and mlx5 do */
+	unsigned int access = bi->mw_access_flags & ~(unsigned int)UROCE_MW_LOCAL_BITS;
 	const char *why = NULL;
 
 	pthread_rwlock_wrlock(&ctx->mr_lock);
+	/* type 2: the WR's rkey gives only the key byte, the low 8 bits; the
+	 * upper 24 stay the window's index (rxe_do_bind_mw, mlx5) */
+	if (k->kind == UROCE_KEY_MW2)
+		new_rkey = (k->ibmr.rkey & ~0xffu) | (new_rkey & 0xffu);
 	if (bi->mr)
 		mr = uroce_mr_lookup(ctx, bi->mr->lkey);
 	if (ibmw->pd != qp->ibqp.qp_base.pd)
@@ -117,15 +126,12 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw, uint3
 		why = "the MR was registered without IBV_ACCESS_MW_BIND";
 	else if (bi->length && !uroce_mr_ptr(mr, bi->addr, bi->length))
 		why = "the range is not inside the MR";
-	else if ((bi->mw_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	else if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 		 mr && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
 		why = "remote write/atomic access needs an MR with IBV_ACCESS_LOCAL_WRITE";
-	else if (bi->mw_access_flags &
-		 ~(unsigned int)(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+	else if (access & ~(unsigned int)(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 				 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED))
 		why = "access flags other than remote read/write/atomic";
-	else if (k->kind == UROCE_KEY_MW2 && (new_rkey & ~0xffu) != (k->ibmr.rkey & ~0xffu))
-		why = "a type 2 bind may change only the rkey's low 8 bits (ibv_inc_rkey)";
 	else if (k->kind == UROCE_KEY_MW2 && k->length)
 		why = "a type 2 window must be invalidated before it is bound again";
 	else if (uroce_key_move_locked(ctx, k, new_rkey))
@@ -138,7 +144,7 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw, uint3
 			k->ibmr.addr = uroce_mr_ptr(mr, bi->addr, bi->length);
 			k->iova = (bi->mw_access_flags & IBV_ACCESS_ZERO_BASED) ? 0 : bi->addr;
 			k->length = bi->length;
-			k->access = bi->mw_access_flags;
+			k->access = access;
 			k->mw_qpn = k->kind == UROCE_KEY_MW2 ? qp->ibqp.qp_base.qp_num : 0;
 		}
 		ibmw->rkey = new_rkey;

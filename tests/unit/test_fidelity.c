@@ -342,6 +342,138 @@ static void test_no_event_at_open(struct harness *h)
 	ibv_close_device(c);
 }
 
+/* ---- memory windows ---- */
+
+/* B binds mw (over mr, len bytes from its start) on its own QP with a
+ * BIND_MW work request; returns the completion status or -1. */
+static int bind_wr(struct harness *h, struct ibv_mw *mw, uint32_t rkey, struct ibv_mr *mr,
+		   uint64_t len, unsigned int access)
+{
+	struct ibv_send_wr wr = {.wr_id = 77,
+				 .opcode = IBV_WR_BIND_MW,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	struct ibv_wc wc;
+
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info.mr = mr;
+	wr.bind_mw.bind_info.addr = (uintptr_t)mr->addr;
+	wr.bind_mw.bind_info.length = len;
+	wr.bind_mw.bind_info.mw_access_flags = access;
+	if (ibv_post_send(h->s[1].qp, &wr, &bad))
+		return -1;
+	if (wait_wc(h->s[1].scq, &wc, 1, WAIT_MS))
+		return -1;
+	return wc.status;
+}
+
+/* type 1 bind through ibv_bind_mw; returns the completion status or -1 */
+static int bind_t1(struct harness *h, struct ibv_mw *mw, struct ibv_mr *mr, uint64_t len,
+		   unsigned int access)
+{
+	struct ibv_mw_bind b = {.wr_id = 78, .send_flags = IBV_SEND_SIGNALED};
+	struct ibv_wc wc;
+
+	b.bind_info.mr = mr;
+	b.bind_info.addr = (uintptr_t)mr->addr;
+	b.bind_info.length = len;
+	b.bind_info.mw_access_flags = access;
+	if (ibv_bind_mw(h->s[1].qp, mw, &b))
+		return -1;
+	if (wait_wc(h->s[1].scq, &wc, 1, WAIT_MS))
+		return -1;
+	return wc.status;
+}
+
+/* A writes 64 bytes to B at addr with rkey; returns the status or -1 */
+static int write_to(struct harness *h, uint64_t addr, uint32_t rkey)
+{
+	struct ibv_sge sge = {(uintptr_t)h->s[0].buf, 64, h->s[0].mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 5,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	struct ibv_wc wc;
+
+	wr.wr.rdma.remote_addr = addr;
+	wr.wr.rdma.rkey = rkey;
+	if (ibv_post_send(h->s[0].qp, &wr, &bad))
+		return -1;
+	if (wait_wc(h->s[0].scq, &wc, 1, WAIT_MS))
+		return -1;
+	return wc.status;
+}
+
+/* Windows ignore local bits: LOCAL_WRITE next to remote rights, on an MR
+ * with LOCAL_WRITE | MW_BIND only, binds and grants the remote rights
+ * (rxe_mw.c, mlx5).  A type 1 bind of length 0 invalidates the window.  A
+ * type 2 bind takes only the low 8 bits of the WR's rkey. */
+static void test_mw(struct harness *h)
+{
+	struct pair_opts o = default_opts(IBV_MTU_1024);
+	uint8_t *wbuf = h->s[1].buf + BUF_SIZE / 2;
+	struct ibv_mr *mr = NULL;
+	struct ibv_mw *mw1 = NULL, *mw2 = NULL;
+	uint32_t old, want;
+	int st;
+
+	if (pair_create(h, &o)) {
+		CHECK(0, "RC pair");
+		return;
+	}
+	mr = ibv_reg_mr(h->s[1].pd, wbuf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	mw1 = ibv_alloc_mw(h->s[1].pd, IBV_MW_TYPE_1);
+	mw2 = ibv_alloc_mw(h->s[1].pd, IBV_MW_TYPE_2);
+	CHECK(mr && mw1 && mw2, "reg_mr/alloc_mw: %s", strerror(errno));
+	if (!mr || !mw1 || !mw2)
+		goto out;
+
+	/* type 1 with LOCAL_WRITE among the window's rights */
+	st = bind_t1(h, mw1, mr, 4096,
+		     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	CHECK(st == IBV_WC_SUCCESS, "type 1 bind with LOCAL_WRITE | REMOTE_*: status %d (%s)", st,
+	      st >= 0 ? ibv_wc_status_str(st) : "no completion");
+	fill_pattern(h->s[0].buf, 64, 3);
+	memset(wbuf, 0, 64);
+	st = write_to(h, (uintptr_t)wbuf, mw1->rkey);
+	CHECK(st == IBV_WC_SUCCESS && !memcmp(wbuf, h->s[0].buf, 64),
+	      "WRITE through the type 1 window: status %d", st);
+
+	/* type 2 with an rkey whose upper 24 bits are not the window's */
+	want = (mw2->rkey & ~0xffu) | 0x5a;
+	if (want == mw2->rkey)
+		want ^= 1;
+	st = bind_wr(h, mw2, 0xabcdef00u | (want & 0xff), mr, 4096,
+		     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	CHECK(st == IBV_WC_SUCCESS, "type 2 bind with rkey 0xabcdef%02x: status %d", want & 0xff,
+	      st);
+	fill_pattern(h->s[0].buf, 64, 4);
+	st = write_to(h, (uintptr_t)wbuf, want);
+	CHECK(st == IBV_WC_SUCCESS && !memcmp(wbuf, h->s[0].buf, 64),
+	      "WRITE through the type 2 window with rkey 0x%08x (index kept, key byte 0x%02x): "
+	      "status %d",
+	      want, want & 0xff, st);
+
+	/* type 1 bind of length 0: the window is invalid afterwards */
+	old = mw1->rkey;
+	st = bind_t1(h, mw1, mr, 0, IBV_ACCESS_REMOTE_WRITE);
+	CHECK(st == IBV_WC_SUCCESS, "type 1 bind of length 0: status %d", st);
+	st = write_to(h, (uintptr_t)wbuf, old);
+	CHECK(st == IBV_WC_REM_ACCESS_ERR, "WRITE through the invalidated window: status %d (%s)",
+	      st, st >= 0 ? ibv_wc_status_str(st) : "no completion");
+out:
+	pair_destroy(h);
+	if (mw1)
+		ibv_dealloc_mw(mw1);
+	if (mw2)
+		ibv_dealloc_mw(mw2);
+	if (mr)
+		ibv_dereg_mr(mr);
+}
+
 int main(void)
 {
 	struct harness h;
@@ -358,6 +490,7 @@ int main(void)
 	test_rd_atom(&h);
 	test_rd_atom_1024(&h);
 	test_no_event_at_open(&h);
+	test_mw(&h);
 	harness_close(&h);
 	printf("%u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
