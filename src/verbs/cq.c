@@ -286,6 +286,32 @@ void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 	pthread_mutex_unlock(&cq->lock);
 }
 
+void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
+{
+	uint32_t kept = 0, n;
+
+	pthread_mutex_lock(&cq->lock);
+	n = cq->count;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t from = (cq->head + i) % cq->size, to = (cq->head + kept) % cq->size;
+
+		if (cq->ring[from].qp_num == qpn)
+			continue;
+		if (to != from) {
+			cq->ring[to] = cq->ring[from];
+			if (cq->ts)
+				cq->ts[to] = cq->ts[from];
+		}
+		kept++;
+	}
+	cq->count = kept;
+	cq->tail = (cq->head + kept) % cq->size;
+	pthread_mutex_unlock(&cq->lock);
+	if (kept != n)
+		ur_dbg("CQ %p: %u completions of QP 0x%06x removed (QP reset)", (void *)cq, n - kept,
+		       qpn);
+}
+
 /* An application thread that has found its CQs empty for this long yields
  * the CPU on each further empty poll (see uroce_cq_drive). */
 #define UROCE_POLL_YIELD_NS 20000ull

@@ -434,6 +434,12 @@ static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
 	switch (next) {
 	case IBV_QPS_RESET:
 		reset_qp(qp);
+		/* the program must not see this QP's old (flush) completions
+		 * after a reset: they go, as with mlx5_cq_clean */
+		if (qp->ibqp.qp_base.send_cq)
+			uroce_cq_clean(to_ucq(qp->ibqp.qp_base.send_cq), qp->ibqp.qp_base.qp_num);
+		if (qp->ibqp.qp_base.recv_cq && qp->ibqp.qp_base.recv_cq != qp->ibqp.qp_base.send_cq)
+			uroce_cq_clean(to_ucq(qp->ibqp.qp_base.recv_cq), qp->ibqp.qp_base.qp_num);
 		break;
 	case IBV_QPS_RTR:
 		free(qp->resp.res);

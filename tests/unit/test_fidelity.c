@@ -474,6 +474,80 @@ out:
 		ibv_dereg_mr(mr);
 }
 
+/* ---- QP recovery ---- */
+
+static int to_state(struct ibv_qp *qp, enum ibv_qp_state st)
+{
+	struct ibv_qp_attr a = {.qp_state = st};
+
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
+/* After an error completion, ERR -> RESET -> INIT -> RTR -> RTS brings the
+ * QPs back and traffic flows again; the RESET removed the QPs' unpolled
+ * (flush) completions from their CQs, as mlx5_cq_clean does. */
+static void test_qp_recovery(struct harness *h)
+{
+	struct pair_opts o = default_opts(IBV_MTU_1024);
+	struct ibv_sge sge = {(uintptr_t)h->s[0].buf, 256, h->s[0].mr->lkey};
+	struct ibv_sge rsge = {(uintptr_t)h->s[1].buf, 4096, h->s[1].mr->lkey};
+	struct ibv_send_wr wr[4], *bad;
+	struct ibv_recv_wr rwr = {.wr_id = 100, .sg_list = &rsge, .num_sge = 1}, *rbad;
+	struct ibv_wc wc[8];
+	int err, n;
+
+	if (pair_create(h, &o)) {
+		CHECK(0, "RC pair");
+		return;
+	}
+	for (int i = 0; i < 3; i++)
+		CHECK(!ibv_post_recv(h->s[1].qp, &rwr, &rbad), "post_recv");
+	/* a WRITE with a bad rkey, then three SENDs that will be flushed */
+	memset(wr, 0, sizeof(wr));
+	for (int i = 0; i < 4; i++) {
+		wr[i].wr_id = (uint64_t)i;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].opcode = i ? IBV_WR_SEND : IBV_WR_RDMA_WRITE;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].next = i < 3 ? &wr[i + 1] : NULL;
+	}
+	wr[0].wr.rdma.remote_addr = (uintptr_t)h->s[1].buf;
+	wr[0].wr.rdma.rkey = h->s[1].mr->rkey ^ 0x5a5a0000u;
+	err = ibv_post_send(h->s[0].qp, wr, &bad);
+	CHECK(!err, "post_send: %s", strerror(err));
+	CHECK(!wait_wc(h->s[0].scq, wc, 1, WAIT_MS) && wc[0].status == IBV_WC_REM_ACCESS_ERR,
+	      "first completion: status %d, want REM_ACCESS_ERR", wc[0].status);
+	/* wait until the QP is in ERR with its flushes queued (unpolled) */
+	for (int i = 0; i < 2000 && qp_state(h->s[0].qp) != IBV_QPS_ERR; i++)
+		usleep(1000);
+	CHECK(qp_state(h->s[0].qp) == IBV_QPS_ERR, "A's QP is in state %d, not ERR",
+	      qp_state(h->s[0].qp));
+	CHECK(!to_state(h->s[1].qp, IBV_QPS_ERR), "B to ERR"); /* flushes B's receives */
+	for (int i = 0; i < 2; i++)
+		CHECK(!to_state(h->s[i].qp, IBV_QPS_RESET), "QP %d ERR -> RESET", i);
+	n = ibv_poll_cq(h->s[0].scq, 8, wc) + ibv_poll_cq(h->s[1].rcq, 8, wc) +
+	    ibv_poll_cq(h->s[0].rcq, 8, wc) + ibv_poll_cq(h->s[1].scq, 8, wc);
+	CHECK(n == 0, "%d completions of the reset QPs still in their CQs", n);
+	for (int i = 0; i < 2; i++)
+		CHECK(!qp_connect(h, i), "QP %d RESET -> INIT -> RTR -> RTS", i);
+	CHECK(!ibv_post_recv(h->s[1].qp, &rwr, &rbad), "post_recv after recovery");
+	wr[1].next = NULL;
+	wr[1].wr_id = 41;
+	fill_pattern(h->s[0].buf, 256, 9);
+	err = ibv_post_send(h->s[0].qp, &wr[1], &bad);
+	CHECK(!err, "post_send after recovery: %s", strerror(err));
+	CHECK(!wait_wc(h->s[0].scq, wc, 1, WAIT_MS) && wc[0].status == IBV_WC_SUCCESS &&
+		  wc[0].wr_id == 41,
+	      "SEND after recovery: status %d wr_id %llu", wc[0].status,
+	      (unsigned long long)wc[0].wr_id);
+	CHECK(!wait_wc(h->s[1].rcq, wc, 1, WAIT_MS) && wc[0].status == IBV_WC_SUCCESS &&
+		  wc[0].byte_len == 256 && !memcmp(h->s[1].buf, h->s[0].buf, 256),
+	      "receive after recovery: status %d", wc[0].status);
+	CHECK(stray_wcs(h) == 0, "stray completions after recovery");
+	pair_destroy(h);
+}
+
 int main(void)
 {
 	struct harness h;
@@ -491,6 +565,7 @@ int main(void)
 	test_rd_atom_1024(&h);
 	test_no_event_at_open(&h);
 	test_mw(&h);
+	test_qp_recovery(&h);
 	harness_close(&h);
 	printf("%u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
