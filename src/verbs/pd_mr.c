@@ -309,15 +309,27 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	return 0;
 }
 
+/* ibv_rereg_mr(3)'s codes: what libibverbs itself checks before asking the
+ * kernel (flags it does not know, CHANGE_TRANSLATION without an address or
+ * a length, access without CHANGE_ACCESS) is IBV_REREG_MR_ERR_INPUT; what
+ * the kernel refuses (no flag at all, access rights, memory, the PD, bound
+ * windows) is IBV_REREG_MR_ERR_CMD.  errno says why in both. */
 static int rereg_refused(int err)
 {
 	errno = err;
 	return IBV_REREG_MR_ERR_INPUT;
 }
 
+static int rereg_cmd_refused(int err)
+{
+	errno = err;
+	return IBV_REREG_MR_ERR_CMD;
+}
+
 /* Everything is checked before anything changes, so a failure leaves the
- * MR as it was and usable: always IBV_REREG_MR_ERR_INPUT ("old MR is
- * valid"), with errno saying why.  The keys stay (as rxe keeps them). */
+ * MR as it was and usable, even after IBV_REREG_MR_ERR_CMD (which only
+ * allows a provider to leave it unusable).  The keys stay (as rxe keeps
+ * them). */
 UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr,
 			      size_t length, int access)
 {
@@ -331,7 +343,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 		return ur_dbg("rereg_mr: mr is NULL"), rereg_refused(EINVAL);
 	mr = to_umr(ibmr);
 	ctx = to_uctx(ibmr->context);
-	if (!flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED))
+	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)
 		return ur_dbg("rereg_mr: flags 0x%x: use IBV_REREG_MR_CHANGE_TRANSLATION, _PD "
 			      "and/or _ACCESS",
 			      flags),
@@ -342,9 +354,15 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	if (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))
 		return ur_dbg("rereg_mr: access flags given without CHANGE_ACCESS"),
 		       rereg_refused(EINVAL);
-	if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context))
+	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
+		return ur_dbg("rereg_mr: CHANGE_PD needs a PD"), rereg_refused(EINVAL);
+	if (!flags)
+		return ur_dbg("rereg_mr: no flag: use IBV_REREG_MR_CHANGE_TRANSLATION, _PD "
+			      "and/or _ACCESS"),
+		       rereg_cmd_refused(EINVAL);
+	if ((flags & IBV_REREG_MR_CHANGE_PD) && pd->context != ibmr->context)
 		return ur_dbg("rereg_mr: CHANGE_PD needs a PD of the MR's context"),
-		       rereg_refused(EINVAL);
+		       rereg_cmd_refused(EINVAL);
 	acc = (flags & IBV_REREG_MR_CHANGE_ACCESS)
 		      ? (unsigned int)access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE
 		      : mr->access;
@@ -354,7 +372,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	else if (!err && (flags & IBV_REREG_MR_CHANGE_ACCESS))
 		err = check_range(ibmr->addr, ibmr->length, acc, "rereg_mr");
 	if (err)
-		return rereg_refused(err);
+		return rereg_cmd_refused(err);
 
 	/* The write lock waits for every copy into or out of the old range. */
 	pthread_rwlock_wrlock(&ctx->mr_lock);
@@ -365,7 +383,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 
 		pthread_rwlock_unlock(&ctx->mr_lock);
 		return ur_dbg("rereg_mr: %u memory window(s) still bound to the MR", n),
-		       rereg_refused(EBUSY);
+		       rereg_cmd_refused(EBUSY);
 	}
 	old_pd = ibmr->pd;
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {

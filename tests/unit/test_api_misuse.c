@@ -429,7 +429,7 @@ static void test_more(void)
 			errno = 0;
 			r = ibv_rereg_mr(m, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
 					 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-			CHECK(r == IBV_REREG_MR_ERR_INPUT && errno == EFAULT &&
+			CHECK(r == IBV_REREG_MR_ERR_CMD && errno == EFAULT &&
 				  explained(cap_end(), "writable"),
 			      "rereg_mr adding LOCAL_WRITE on read-only memory: %d %s", r,
 			      strerror(errno));

@@ -548,6 +548,107 @@ static void test_qp_recovery(struct harness *h)
 	pair_destroy(h);
 }
 
+/* ---- ibv_rereg_mr ---- */
+
+/* B's MR over r1 (4 KiB); returns NULL after a failed CHECK */
+static struct ibv_mr *rereg_setup(struct harness *h, uint8_t *r1, unsigned int access)
+{
+	struct pair_opts o = default_opts(IBV_MTU_1024);
+	struct ibv_mr *mr;
+
+	if (pair_create(h, &o)) {
+		CHECK(0, "RC pair");
+		return NULL;
+	}
+	mr = ibv_reg_mr(h->s[1].pd, r1, 4096, access);
+	CHECK(mr, "reg_mr: %s", strerror(errno));
+	return mr;
+}
+
+/* CHANGE_ACCESS, CHANGE_PD and CHANGE_TRANSLATION take effect on traffic;
+ * a receive posted with the old address fails (local protection); the
+ * man page's codes: INPUT for flags, CMD for rights. */
+static void test_rereg(struct harness *h)
+{
+	const unsigned int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	uint8_t *r1 = h->s[1].buf + BUF_SIZE / 2, *r2 = r1 + 8192;
+	struct ibv_pd *pd2 = ibv_alloc_pd(h->s[1].ctx);
+	struct ibv_mr *mr;
+	int st, ret;
+
+	/* CHANGE_ACCESS: REMOTE_WRITE taken away, a WRITE fails */
+	mr = rereg_setup(h, r1, rw);
+	if (mr) {
+		CHECK(write_to(h, (uintptr_t)r1, mr->rkey) == IBV_WC_SUCCESS, "WRITE before");
+		ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+		CHECK(ret == 0, "CHANGE_ACCESS: %d errno %d", ret, errno);
+		st = write_to(h, (uintptr_t)r1, mr->rkey);
+		CHECK(st == IBV_WC_REM_ACCESS_ERR, "WRITE after REMOTE_WRITE was taken: status %d",
+		      st);
+		ibv_dereg_mr(mr);
+	}
+	/* CHANGE_PD: the MR leaves the QP's PD, a WRITE fails */
+	mr = rereg_setup(h, r1, rw);
+	if (mr && pd2) {
+		ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0);
+		CHECK(ret == 0 && mr->pd == pd2, "CHANGE_PD: %d errno %d", ret, errno);
+		st = write_to(h, (uintptr_t)r1, mr->rkey);
+		CHECK(st == IBV_WC_REM_ACCESS_ERR, "WRITE to an MR of another PD: status %d", st);
+		ibv_dereg_mr(mr);
+	}
+	/* CHANGE_TRANSLATION: WRITEs reach the new range; a receive WQE
+	 * posted with the old address fails */
+	mr = rereg_setup(h, r1, rw);
+	if (mr) {
+		ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, r2, 4096, 0);
+		CHECK(ret == 0, "CHANGE_TRANSLATION: %d errno %d", ret, errno);
+		fill_pattern(h->s[0].buf, 64, 11);
+		memset(r2, 0, 64);
+		st = write_to(h, (uintptr_t)r2, mr->rkey);
+		CHECK(st == IBV_WC_SUCCESS && !memcmp(r2, h->s[0].buf, 64),
+		      "WRITE to the new range: status %d", st);
+		st = write_to(h, (uintptr_t)r1, mr->rkey);
+		CHECK(st == IBV_WC_REM_ACCESS_ERR, "WRITE to the old range: status %d", st);
+		ibv_dereg_mr(mr);
+		mr = rereg_setup(h, r1, rw);
+	}
+	if (mr) {
+		struct ibv_sge rsge = {(uintptr_t)r1, 256, mr->lkey};
+		struct ibv_recv_wr rwr = {.wr_id = 500, .sg_list = &rsge, .num_sge = 1}, *rbad;
+		struct ibv_sge sge = {(uintptr_t)h->s[0].buf, 64, h->s[0].mr->lkey};
+		struct ibv_send_wr wr = {.wr_id = 501,
+					 .sg_list = &sge,
+					 .num_sge = 1,
+					 .opcode = IBV_WR_SEND,
+					 .send_flags = IBV_SEND_SIGNALED},
+				   *bad;
+		struct ibv_wc wc;
+
+		CHECK(!ibv_post_recv(h->s[1].qp, &rwr, &rbad), "post_recv");
+		ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, r2, 4096, 0);
+		CHECK(ret == 0, "CHANGE_TRANSLATION: %d errno %d", ret, errno);
+		CHECK(!ibv_post_send(h->s[0].qp, &wr, &bad), "post_send");
+		CHECK(!wait_wc(h->s[1].rcq, &wc, 1, WAIT_MS) && wc.status == IBV_WC_LOC_PROT_ERR,
+		      "receive posted with the old address: status %d, want LOC_PROT_ERR",
+		      wc.status);
+		/* the codes */
+		errno = 0;
+		ret = ibv_rereg_mr(mr, 1 << 5, NULL, NULL, 0, 0);
+		CHECK(ret == IBV_REREG_MR_ERR_INPUT && errno == EINVAL, "unknown flag: %d errno %d",
+		      ret, errno);
+		errno = 0;
+		ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+				   IBV_ACCESS_REMOTE_WRITE);
+		CHECK(ret == IBV_REREG_MR_ERR_CMD && errno == EINVAL,
+		      "REMOTE_WRITE without LOCAL_WRITE: %d errno %d", ret, errno);
+		ibv_dereg_mr(mr);
+	}
+	pair_destroy(h);
+	if (pd2)
+		ibv_dealloc_pd(pd2);
+}
+
 int main(void)
 {
 	struct harness h;
@@ -566,6 +667,7 @@ int main(void)
 	test_no_event_at_open(&h);
 	test_mw(&h);
 	test_qp_recovery(&h);
+	test_rereg(&h);
 	harness_close(&h);
 	printf("%u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
