@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 
 static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
@@ -87,16 +88,23 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr 
 	ah->attr = *attr;
 	ah->ibah.context = pd->context;
 	ah->ibah.pd = pd;
+	if (uroce_obj_add(&ah->ibah, UROCE_OBJ_AH)) {
+		free(ah);
+		errno = ENOMEM;
+		return NULL;
+	}
 	atomic_fetch_add(&to_upd(pd)->refs, 1);
 	return &ah->ibah;
 }
 
 UROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 {
-	if (!ibah)
-		return ur_dbg("destroy_ah: ah is NULL"), EINVAL;
+	int err = uroce_obj_check(ibah, UROCE_OBJ_AH, "destroy_ah");
+
+	if (err)
+		return uroce_obj_err(err);
 	atomic_fetch_sub(&to_upd(ibah->pd)->refs, 1);
-	free(to_uah(ibah));
+	uroce_obj_release(ibah, to_uah(ibah));
 	return 0;
 }
 

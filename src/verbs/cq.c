@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 #include "verbs/verbs_ex.h"
 #include "verbs/verbs_ops.h"
 
@@ -59,7 +60,7 @@ UROCE_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	if (ch->ncq) {
 		pthread_mutex_unlock(&ch->lock);
 		ur_dbg("destroy_comp_channel: %d CQ(s) still use it", ch->ncq);
-		return EBUSY;
+		return uroce_obj_err(EBUSY);
 	}
 	pthread_mutex_unlock(&ch->lock);
 	close(ch->ibch.fd);
@@ -181,6 +182,12 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (uroce_obj_add(&cq->ibcq, UROCE_OBJ_CQ)) {
+		free(cq->ring);
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
 	atomic_fetch_add(&cq->ctx->ncq, 1);
 	return cq;
 }
@@ -213,13 +220,14 @@ struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *context,
 UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct uroce_cq *cq;
+	int err = uroce_obj_check(ibcq, UROCE_OBJ_CQ, "destroy_cq");
 
-	if (!ibcq)
-		return ur_dbg("destroy_cq: cq is NULL"), EINVAL;
+	if (err)
+		return uroce_obj_err(err);
 	cq = to_ucq(ibcq);
 	if (atomic_load(&cq->refs)) {
 		ur_dbg("destroy_cq: CQ still used by %u QP(s)", atomic_load(&cq->refs));
-		return EBUSY;
+		return uroce_obj_err(EBUSY);
 	}
 	if (ibcq->channel)
 		channel_detach(to_uch(ibcq->channel), cq);
@@ -234,7 +242,7 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	uroce_cq_ex_fini(cq);
 	pthread_mutex_destroy(&cq->lock);
 	free(cq->ring);
-	free(cq);
+	uroce_obj_release(ibcq, cq);
 	return 0;
 }
 

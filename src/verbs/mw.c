@@ -18,6 +18,7 @@
 #include <sys/random.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 #include "verbs/verbs_ops.h"
 
 #define UROCE_MW_LOCAL_BITS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND)
@@ -62,6 +63,12 @@ struct ibv_mw *uroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	mw->ibmw.type = type;
 	mw->ibmw.rkey = mw->key.ibmr.rkey;
 	mw->ibmw.handle = mw->ibmw.rkey;
+	if (uroce_obj_add(&mw->ibmw, UROCE_OBJ_MW)) {
+		uroce_key_remove(to_uctx(pd->context), &mw->key);
+		free(mw);
+		errno = ENOMEM;
+		return NULL;
+	}
 	atomic_fetch_add(&to_upd(pd)->refs, 1);
 	return &mw->ibmw;
 }
@@ -81,9 +88,10 @@ int uroce_dealloc_mw(struct ibv_mw *ibmw)
 {
 	struct uroce_mw *mw;
 	struct uroce_ctx *ctx;
+	int err = uroce_obj_check(ibmw, UROCE_OBJ_MW, "dealloc_mw");
 
-	if (!ibmw)
-		return ur_dbg("dealloc_mw: mw is NULL"), EINVAL;
+	if (err)
+		return uroce_obj_err(err);
 	mw = to_umw(ibmw);
 	ctx = to_uctx(ibmw->context);
 	pthread_rwlock_wrlock(&ctx->mr_lock);
@@ -91,7 +99,7 @@ int uroce_dealloc_mw(struct ibv_mw *ibmw)
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	uroce_key_remove(ctx, &mw->key);
 	atomic_fetch_sub(&to_upd(ibmw->pd)->refs, 1);
-	free(mw);
+	uroce_obj_release(ibmw, mw);
 	return 0;
 }
 

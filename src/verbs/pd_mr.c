@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 
 #define MR_TAB_SIZE 4096u
 
@@ -41,6 +42,11 @@ UROCE_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 		return NULL;
 	}
 	pd->ibpd.context = context;
+	if (uroce_obj_add(&pd->ibpd, UROCE_OBJ_PD)) {
+		free(pd);
+		errno = ENOMEM;
+		return NULL;
+	}
 	pd->ibpd.handle = atomic_fetch_add(&ctx->npd, 1);
 	return &pd->ibpd;
 }
@@ -48,17 +54,18 @@ UROCE_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 UROCE_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 {
 	struct uroce_pd *pd;
+	int err = uroce_obj_check(ibpd, UROCE_OBJ_PD, "dealloc_pd");
 
-	if (!ibpd)
-		return ur_dbg("dealloc_pd: pd is NULL"), EINVAL;
+	if (err)
+		return uroce_obj_err(err);
 	pd = to_upd(ibpd);
 	if (atomic_load(&pd->refs)) {
 		ur_dbg("dealloc_pd: PD still used by %u MR/QP/AH/SRQ objects",
 		       atomic_load(&pd->refs));
-		return EBUSY;
+		return uroce_obj_err(EBUSY);
 	}
 	atomic_fetch_sub(&to_uctx(ibpd->context)->npd, 1);
-	free(pd);
+	uroce_obj_release(ibpd, pd);
 	return 0;
 }
 
@@ -266,6 +273,12 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 		errno = err;
 		return NULL;
 	}
+	if (uroce_obj_add(&mr->ibmr, UROCE_OBJ_MR)) {
+		uroce_key_remove(to_uctx(pd->context), mr);
+		free(mr);
+		errno = ENOMEM;
+		return NULL;
+	}
 	atomic_fetch_add(&to_upd(pd)->refs, 1);
 	ur_trace("reg_mr: %p+%zu iova 0x%llx key 0x%08x access 0x%x", addr, length,
 		 (unsigned long long)mr->iova, mr->ibmr.lkey, access);
@@ -294,18 +307,19 @@ UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size
 UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 {
 	struct uroce_mr *mr;
+	int err = uroce_obj_check(ibmr, UROCE_OBJ_MR, "dereg_mr");
 
-	if (!ibmr)
-		return ur_dbg("dereg_mr: mr is NULL"), EINVAL;
+	if (err)
+		return uroce_obj_err(err);
 	mr = to_umr(ibmr);
 	/* IBTA 10.6.7.2.?: an MR with memory windows bound cannot go */
 	if (atomic_load(&mr->nbound))
 		return ur_dbg("dereg_mr: %u memory window(s) still bound to the MR",
 			      atomic_load(&mr->nbound)),
-		       EBUSY;
+		       uroce_obj_err(EBUSY);
 	uroce_key_remove(to_uctx(ibmr->context), mr);
 	atomic_fetch_sub(&to_upd(ibmr->pd)->refs, 1);
-	free(mr);
+	uroce_obj_release(ibmr, mr);
 	return 0;
 }
 

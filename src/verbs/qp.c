@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 #include "transport/rc.h"
 #include "verbs/qp_rules.h"
 #include "verbs/verbs_ex.h"
@@ -80,7 +81,7 @@ static void free_qp(struct uroce_qp *qp)
 	free(qp->rq.wqe);
 	free(qp->resp.res);
 	pthread_mutex_destroy(&qp->lock);
-	free(qp);
+	uroce_obj_release(&qp->ibqp.qp_base, qp);
 }
 
 struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *ia)
@@ -216,6 +217,10 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 		qp->mtu = uroce_mtu_bytes(ctx->dev->active_mtu);
 	}
 
+	if (uroce_obj_add(b, UROCE_OBJ_QP)) {
+		err = ENOMEM;
+		goto err_free;
+	}
 	pthread_mutex_lock(&ctx->lock);
 	qp->ep = uroce_ep_get(ctx, qp, &qpn);
 	if (!qp->ep) {
@@ -281,9 +286,10 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct uroce_qp *qp;
 	struct uroce_ctx *ctx;
+	int err = uroce_obj_check(ibqp, UROCE_OBJ_QP, "destroy_qp");
 
-	if (!ibqp)
-		return ur_dbg("destroy_qp: qp is NULL"), EINVAL;
+	if (err)
+		return uroce_obj_err(err);
 	qp = to_uqp(ibqp);
 	ctx = qp->ctx;
 	uroce_mcast_detach_all(qp);

@@ -649,6 +649,134 @@ static void test_rereg(struct harness *h)
 		ibv_dealloc_pd(pd2);
 }
 
+/* ---- destroy verbs: EBUSY, and objects that are not live ---- */
+
+#define EXPECT_RC(call, want, what)                                                                \
+	do {                                                                                       \
+		int r_;                                                                            \
+		errno = 0;                                                                         \
+		r_ = (call);                                                                       \
+		CHECK(r_ == (want) && errno == (want), "%s: returned %d errno %d, want %d", what,  \
+		      r_, errno, want);                                                            \
+	} while (0)
+
+/* Every destroy verb on an object still in use fails with EBUSY, returned
+ * and in errno. */
+static void test_destroy_busy(struct harness *h)
+{
+	struct ibv_context *c = h->s[0].ctx;
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(c);
+	struct ibv_pd *pd = ibv_alloc_pd(c);
+	struct ibv_cq *cq = ch ? ibv_create_cq(c, 16, NULL, ch, 0) : NULL;
+	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 8, .max_sge = 1}};
+	struct ibv_srq *srq = pd ? ibv_create_srq(pd, &sa) : NULL;
+	struct ibv_qp_init_attr ia = {.send_cq = cq,
+				      .recv_cq = cq,
+				      .srq = srq,
+				      .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 4, .max_send_sge = 1}};
+	struct ibv_qp *qp = cq && srq ? ibv_create_qp(pd, &ia) : NULL;
+	struct ibv_mr *mr =
+	    pd ? ibv_reg_mr(pd, h->s[0].buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND)
+	       : NULL;
+
+	CHECK(ch && pd && cq && srq && qp && mr, "objects: %s", strerror(errno));
+	if (!(ch && pd && cq && srq && qp && mr))
+		return;
+	EXPECT_RC(ibv_dealloc_pd(pd), EBUSY, "dealloc_pd with MR/QP/SRQ");
+	EXPECT_RC(ibv_destroy_cq(cq), EBUSY, "destroy_cq with a QP");
+	EXPECT_RC(ibv_destroy_srq(srq), EBUSY, "destroy_srq with a QP");
+	EXPECT_RC(ibv_destroy_comp_channel(ch), EBUSY, "destroy_comp_channel with a CQ");
+	CHECK(!ibv_destroy_qp(qp), "destroy_qp");
+	CHECK(!ibv_destroy_srq(srq), "destroy_srq");
+	CHECK(!ibv_destroy_cq(cq), "destroy_cq");
+	CHECK(!ibv_destroy_comp_channel(ch), "destroy_comp_channel");
+	/* an MR with a bound window: on an RC QP of the harness */
+	{
+		struct pair_opts o = default_opts(IBV_MTU_1024);
+		struct ibv_mr *bmr;
+		struct ibv_mw *mw;
+
+		if (!pair_create(h, &o)) {
+			bmr = ibv_reg_mr(h->s[1].pd, h->s[1].buf, 4096,
+					 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+			mw = ibv_alloc_mw(h->s[1].pd, IBV_MW_TYPE_1);
+			if (bmr && mw &&
+			    bind_t1(h, mw, bmr, 4096, IBV_ACCESS_REMOTE_WRITE) == IBV_WC_SUCCESS) {
+				EXPECT_RC(ibv_dereg_mr(bmr), EBUSY, "dereg_mr with a bound window");
+				CHECK(!ibv_dealloc_mw(mw), "dealloc_mw");
+				CHECK(!ibv_dereg_mr(bmr), "dereg_mr after the window went");
+			} else {
+				CHECK(0, "bound window");
+			}
+		}
+		pair_destroy(h);
+	}
+	CHECK(!ibv_dereg_mr(mr), "dereg_mr");
+	CHECK(!ibv_dealloc_pd(pd), "dealloc_pd");
+}
+
+/* A destroy verb given an object destroyed already, or a copy of a live
+ * one's struct, fails with ENOENT (as the kernel's handle lookup) and
+ * touches nothing: the live object still works and goes with its own
+ * pointer. */
+static void test_destroy_stale(struct harness *h)
+{
+	struct ibv_context *c = h->s[0].ctx;
+	struct ibv_pd *pd = ibv_alloc_pd(c), pd_copy;
+	struct ibv_cq *cq = ibv_create_cq(c, 16, NULL, NULL, 0), cq_copy;
+	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 8, .max_sge = 1}};
+	struct ibv_srq *srq = pd ? ibv_create_srq(pd, &sa) : NULL, srq_copy;
+	struct ibv_qp_init_attr ia = {
+	    .send_cq = cq,
+	    .recv_cq = cq,
+	    .qp_type = IBV_QPT_RC,
+	    .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp *qp = pd && cq ? ibv_create_qp(pd, &ia) : NULL, qp_copy;
+	struct ibv_mr *mr = pd ? ibv_reg_mr(pd, h->s[0].buf, 4096, IBV_ACCESS_LOCAL_WRITE) : NULL,
+		      mr_copy;
+	struct ibv_mw *mw = pd ? ibv_alloc_mw(pd, IBV_MW_TYPE_2) : NULL, mw_copy;
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1};
+	struct ibv_ah *ah, ah_copy;
+
+	aa.grh.dgid = h->gid;
+	aa.grh.hop_limit = 1;
+	ah = pd ? ibv_create_ah(pd, &aa) : NULL;
+	CHECK(pd && cq && srq && qp && mr && mw && ah, "objects: %s", strerror(errno));
+	if (!(pd && cq && srq && qp && mr && mw && ah))
+		return;
+	pd_copy = *pd;
+	cq_copy = *cq;
+	srq_copy = *srq;
+	qp_copy = *qp;
+	mr_copy = *mr;
+	mw_copy = *mw;
+	ah_copy = *ah;
+	EXPECT_RC(ibv_destroy_qp(&qp_copy), ENOENT, "destroy_qp(copy)");
+	EXPECT_RC(ibv_destroy_srq(&srq_copy), ENOENT, "destroy_srq(copy)");
+	EXPECT_RC(ibv_destroy_cq(&cq_copy), ENOENT, "destroy_cq(copy)");
+	EXPECT_RC(ibv_dereg_mr(&mr_copy), ENOENT, "dereg_mr(copy)");
+	EXPECT_RC(ibv_dealloc_mw(&mw_copy), ENOENT, "dealloc_mw(copy)");
+	EXPECT_RC(ibv_destroy_ah(&ah_copy), ENOENT, "destroy_ah(copy)");
+	EXPECT_RC(ibv_dealloc_pd(&pd_copy), ENOENT, "dealloc_pd(copy)");
+	CHECK(qp_state(qp) == IBV_QPS_RESET, "the QP still answers");
+
+	CHECK(!ibv_destroy_qp(qp), "destroy_qp");
+	EXPECT_RC(ibv_destroy_qp(qp), ENOENT, "destroy_qp twice");
+	CHECK(!ibv_destroy_srq(srq), "destroy_srq");
+	EXPECT_RC(ibv_destroy_srq(srq), ENOENT, "destroy_srq twice");
+	CHECK(!ibv_destroy_cq(cq), "destroy_cq");
+	EXPECT_RC(ibv_destroy_cq(cq), ENOENT, "destroy_cq twice");
+	CHECK(!ibv_dereg_mr(mr), "dereg_mr");
+	EXPECT_RC(ibv_dereg_mr(mr), ENOENT, "dereg_mr twice");
+	CHECK(!ibv_dealloc_mw(mw), "dealloc_mw");
+	EXPECT_RC(ibv_dealloc_mw(mw), ENOENT, "dealloc_mw twice");
+	CHECK(!ibv_destroy_ah(ah), "destroy_ah");
+	EXPECT_RC(ibv_destroy_ah(ah), ENOENT, "destroy_ah twice");
+	CHECK(!ibv_dealloc_pd(pd), "dealloc_pd");
+	EXPECT_RC(ibv_dealloc_pd(pd), ENOENT, "dealloc_pd twice");
+}
+
 int main(void)
 {
 	struct harness h;
@@ -668,6 +796,8 @@ int main(void)
 	test_mw(&h);
 	test_qp_recovery(&h);
 	test_rereg(&h);
+	test_destroy_busy(&h);
+	test_destroy_stale(&h);
 	harness_close(&h);
 	printf("%u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
