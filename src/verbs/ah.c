@@ -46,6 +46,7 @@ int uroce_av_resolve(struct uroce_dev *d, const struct ibv_ah_attr *ah, struct u
 		path->family = AF_INET;
 		path->src.v4 = sg->addr.v4;
 		path->dst.v4 = g;
+		path->tos = ah->grh.traffic_class;
 		return 0;
 	}
 	if (sg->family != AF_INET || memcmp(ah->grh.dgid.raw, v4_prefix, 12)) {
@@ -58,6 +59,7 @@ int uroce_av_resolve(struct uroce_dev *d, const struct ibv_ah_attr *ah, struct u
 	path->family = AF_INET;
 	path->src.v4 = sg->addr.v4;
 	memcpy(&path->dst.v4, &ah->grh.dgid.raw[12], 4);
+	path->tos = ah->grh.traffic_class; /* RoCEv2: the traffic class is the IP TOS */
 	return 0;
 }
 

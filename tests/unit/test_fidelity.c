@@ -126,6 +126,44 @@ out:
 	ud_down(u);
 }
 
+/* A UD datagram larger than the receive WQE (payload + 40-byte GRH) is
+ * dropped and counted, and the WQE stays for the next datagram (rxe); the
+ * sender's grh.traffic_class travels as the IP TOS into the receiver's GRH
+ * (and back out of ibv_init_ah_from_wc). */
+static void test_ud_len_tos(struct harness *h)
+{
+	struct ud_side u[2] = {0};
+	struct ibv_wc wc;
+	struct ibv_ah_attr back;
+	uint64_t before = CNT(h, 1, rx_drop_len);
+	uint8_t *grh = h->s[1].buf;
+
+	if (ud_up(h, u, 0xb8)) { /* DSCP 46 (EF) */
+		CHECK(0, "UD pair: %s", strerror(errno));
+		goto out;
+	}
+	CHECK(!ud_recv(h, &u[1], 0, 40 + 100), "post_recv");
+	CHECK(!ud_send(h, u, 101), "UD send of 101 bytes");
+	for (int i = 0; i < 2000 && CNT(h, 1, rx_drop_len) == before; i++)
+		usleep(1000);
+	CHECK(CNT(h, 1, rx_drop_len) == before + 1, "rcvd_ud_too_long %llu, want %llu",
+	      (unsigned long long)CNT(h, 1, rx_drop_len), (unsigned long long)before + 1);
+	CHECK(ibv_poll_cq(u[1].cq, 1, &wc) == 0, "a completion for the dropped datagram");
+	memset(grh, 0, 40);
+	CHECK(!ud_send(h, u, 100), "UD send of 100 bytes");
+	CHECK(!wait_wc(u[1].cq, &wc, 1, WAIT_MS), "the same WQE takes the next datagram");
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 7 && wc.byte_len == 140,
+	      "status %d wr_id %llu byte_len %u", wc.status, (unsigned long long)wc.wr_id,
+	      wc.byte_len);
+	CHECK(grh[20] == 0x45 && grh[21] == 0xb8, "GRH IPv4 header %02x, TOS 0x%02x, want 0xb8",
+	      grh[20], grh[21]);
+	CHECK(!ibv_init_ah_from_wc(h->s[1].ctx, 1, &wc, (struct ibv_grh *)grh, &back) &&
+		  back.grh.traffic_class == 0xb8,
+	      "init_ah_from_wc: traffic_class 0x%02x", back.grh.traffic_class);
+out:
+	ud_down(u);
+}
+
 /* atomic_cap is IBV_ATOMIC_HCA, as rxe reports: UCX turns device atomics
  * on only for HCA (the implementation is globally atomic, README). */
 static void test_atomic_cap(struct harness *h)
@@ -787,6 +825,7 @@ int main(void)
 		return 1;
 	}
 	test_ud_wc_sl(&h);
+	test_ud_len_tos(&h);
 	test_atomic_cap(&h);
 	test_vendor(&h);
 	test_cap_flags(&h);
