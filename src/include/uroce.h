@@ -41,6 +41,9 @@ enum {
 	UROCE_MAX_QP = 16384,
 	UROCE_MAX_MR = 65536,
 	UROCE_MAX_PD = 16384,
+	UROCE_MAX_MW = 65536,
+	UROCE_MAX_SRQ = 16384,
+	UROCE_MAX_AH = 16384, /* rxe: 0x3fff */
 	UROCE_MAX_RD_ATOM = 128,   /* max_qp_rd_atom / max_qp_init_rd_atom: rxe's */
 	UROCE_EP_SLOTS = 256,	   /* QPNs per UDP endpoint: qpn = port << 8 | slot */
 	UROCE_MAX_MSG = 1u << 31,  /* max_msg_sz */
@@ -167,7 +170,7 @@ struct uroce_ctx {
 	/* MR key table: open addressing over keys */
 	pthread_rwlock_t mr_lock;
 	struct uroce_mr **mr_tab;
-	uint32_t mr_tab_size, nmr;
+	uint32_t mr_tab_size, nmr, nmw; /* MRs and windows in it, each up to its max_* */
 
 	/* async events */
 	int async_wr_fd; /* write end; context.async_fd is the read end */
@@ -181,6 +184,7 @@ struct uroce_ctx {
 	int std_err; /* standard-port mode: why 4791 could not be bound (logged once) */
 
 	atomic_uint npd, ncq, nqp_total;
+	atomic_uint nsrq, nah; /* against max_srq, max_ah */
 	struct uroce_counters *cnt; /* in the stats file (src/core/stats.c) */
 	struct uroce_stats *stats;
 	struct uroce_pcap *pcap; /* UROCE_PCAP capture, NULL when off (src/net/pcap.c) */

@@ -74,6 +74,11 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr 
 		errno = EINVAL;
 		return NULL;
 	}
+	if (atomic_load(&to_uctx(pd->context)->nah) >= UROCE_MAX_AH) {
+		ur_dbg("create_ah: max_ah (%d) reached", UROCE_MAX_AH);
+		errno = ENOMEM;
+		return NULL;
+	}
 	ah = calloc(1, sizeof(*ah));
 	if (!ah) {
 		ur_dbg("create_ah: out of memory");
@@ -96,6 +101,7 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr 
 		return NULL;
 	}
 	atomic_fetch_add(&to_upd(pd)->refs, 1);
+	atomic_fetch_add(&to_uctx(pd->context)->nah, 1);
 	return &ah->ibah;
 }
 
@@ -106,6 +112,7 @@ UROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 	if (err)
 		return uroce_obj_err(err);
 	atomic_fetch_sub(&to_upd(ibah->pd)->refs, 1);
+	atomic_fetch_sub(&to_uctx(ibah->context)->nah, 1);
 	uroce_obj_release(ibah, to_uah(ibah));
 	return 0;
 }

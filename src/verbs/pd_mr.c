@@ -125,9 +125,12 @@ int uroce_key_insert(struct uroce_ctx *ctx, struct uroce_mr *mr)
 			return ENOMEM;
 		}
 	}
-	if (ctx->nmr >= UROCE_MAX_MR) {
+	if (mr->kind == UROCE_KEY_MR ? ctx->nmr >= UROCE_MAX_MR : ctx->nmw >= UROCE_MAX_MW) {
 		pthread_rwlock_unlock(&ctx->mr_lock);
-		ur_dbg("reg_mr: max_mr (%d) reached", UROCE_MAX_MR);
+		if (mr->kind == UROCE_KEY_MR)
+			ur_dbg("reg_mr: max_mr (%d) reached", UROCE_MAX_MR);
+		else
+			ur_dbg("alloc_mw: max_mw (%d) reached", UROCE_MAX_MW);
 		return ENOMEM;
 	}
 	do {
@@ -137,7 +140,10 @@ int uroce_key_insert(struct uroce_ctx *ctx, struct uroce_mr *mr)
 	mr->ibmr.lkey = mr->ibmr.rkey = key;
 	mr->next = ctx->mr_tab[key_hash(key)];
 	ctx->mr_tab[key_hash(key)] = mr;
-	ctx->nmr++;
+	if (mr->kind == UROCE_KEY_MR)
+		ctx->nmr++;
+	else
+		ctx->nmw++;
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	return 0;
 }
@@ -150,7 +156,10 @@ void uroce_key_remove(struct uroce_ctx *ctx, struct uroce_mr *mr)
 	for (pp = &ctx->mr_tab[key_hash(mr->ibmr.lkey)]; *pp; pp = &(*pp)->next)
 		if (*pp == mr) {
 			*pp = mr->next;
-			ctx->nmr--;
+			if (mr->kind == UROCE_KEY_MR)
+				ctx->nmr--;
+			else
+				ctx->nmw--;
 			break;
 		}
 	pthread_rwlock_unlock(&ctx->mr_lock);

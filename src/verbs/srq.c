@@ -125,6 +125,11 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context, struct ibv_srq_
 		errno = EINVAL;
 		return NULL;
 	}
+	if (atomic_load(&to_uctx(context)->nsrq) >= UROCE_MAX_SRQ) {
+		ur_dbg("create_srq: max_srq (%d) reached", UROCE_MAX_SRQ);
+		errno = ENOMEM;
+		return NULL;
+	}
 	srq = calloc(1, sizeof(*srq));
 	if (!srq) {
 		ur_dbg("create_srq: out of memory");
@@ -170,6 +175,7 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context, struct ibv_srq_
 	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
 	pthread_cond_init(&srq->ibsrq.cond, NULL);
 	atomic_fetch_add(&to_upd(ia->pd)->refs, 1);
+	atomic_fetch_add(&srq->ctx->nsrq, 1);
 	ia->attr.max_wr = srq->rq.max_wr;
 	ia->attr.max_sge = srq->rq.max_sge;
 	return &srq->ibsrq;
@@ -259,6 +265,7 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	atomic_fetch_sub(&to_upd(ibsrq->pd)->refs, 1);
 	pthread_mutex_destroy(&srq->lock);
 	free(srq->rq.wqe);
+	atomic_fetch_sub(&srq->ctx->nsrq, 1);
 	uroce_obj_release(ibsrq, srq);
 	return 0;
 }
