@@ -11,9 +11,10 @@
  * attribute masks or values.
  *
  * Not covered, on purpose: using an object after destroying it (a freed
- * ibv_qp/ibv_cq/...).  The verbs API hands out plain pointers; as with every
- * libibverbs provider, a use after free is undefined behaviour that the
- * library cannot detect safely (the memory may already be reused).
+ * ibv_qp/ibv_cq/...) in verbs other than destroy.  The verbs API hands out
+ * plain pointers; as with every libibverbs provider, a use after free is
+ * undefined behaviour that the library cannot detect safely.  Destroying
+ * an object twice is refused with ENOENT (test_fidelity.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
