@@ -424,14 +424,15 @@ static int bind_t1(struct harness *h, struct ibv_mw *mw, struct ibv_mr *mr, uint
 	return wc.status;
 }
 
-/* A writes 64 bytes to B at addr with rkey; returns the status or -1 */
-static int write_to(struct harness *h, uint64_t addr, uint32_t rkey)
+/* A sends 64 bytes to B with op (a WRITE to addr with rkey, or a SEND);
+ * returns A's completion status or -1 */
+static int a_op(struct harness *h, enum ibv_wr_opcode op, uint64_t addr, uint32_t rkey)
 {
 	struct ibv_sge sge = {(uintptr_t)h->s[0].buf, 64, h->s[0].mr->lkey};
 	struct ibv_send_wr wr = {.wr_id = 5,
 				 .sg_list = &sge,
 				 .num_sge = 1,
-				 .opcode = IBV_WR_RDMA_WRITE,
+				 .opcode = op,
 				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 	struct ibv_wc wc;
@@ -443,6 +444,11 @@ static int write_to(struct harness *h, uint64_t addr, uint32_t rkey)
 	if (wait_wc(h->s[0].scq, &wc, 1, WAIT_MS))
 		return -1;
 	return wc.status;
+}
+
+static int write_to(struct harness *h, uint64_t addr, uint32_t rkey)
+{
+	return a_op(h, IBV_WR_RDMA_WRITE, addr, rkey);
 }
 
 /* Windows ignore local bits: LOCAL_WRITE next to remote rights, on an MR
@@ -654,19 +660,13 @@ static void test_rereg(struct harness *h)
 	if (mr) {
 		struct ibv_sge rsge = {(uintptr_t)r1, 256, mr->lkey};
 		struct ibv_recv_wr rwr = {.wr_id = 500, .sg_list = &rsge, .num_sge = 1}, *rbad;
-		struct ibv_sge sge = {(uintptr_t)h->s[0].buf, 64, h->s[0].mr->lkey};
-		struct ibv_send_wr wr = {.wr_id = 501,
-					 .sg_list = &sge,
-					 .num_sge = 1,
-					 .opcode = IBV_WR_SEND,
-					 .send_flags = IBV_SEND_SIGNALED},
-				   *bad;
 		struct ibv_wc wc;
 
 		CHECK(!ibv_post_recv(h->s[1].qp, &rwr, &rbad), "post_recv");
 		ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, r2, 4096, 0);
 		CHECK(ret == 0, "CHANGE_TRANSLATION: %d errno %d", ret, errno);
-		CHECK(!ibv_post_send(h->s[0].qp, &wr, &bad), "post_send");
+		st = a_op(h, IBV_WR_SEND, 0, 0);
+		CHECK(st != IBV_WC_SUCCESS, "SEND into a receive of the old range: status %d", st);
 		CHECK(!wait_wc(h->s[1].rcq, &wc, 1, WAIT_MS) && wc.status == IBV_WC_LOC_PROT_ERR,
 		      "receive posted with the old address: status %d, want LOC_PROT_ERR",
 		      wc.status);
