@@ -988,6 +988,20 @@ static void fire_req_timer(void)
 	pthread_mutex_unlock(&qp->lock);
 }
 
+/* The requester's retransmission timeout itself (not a probe: no probe is
+ * sent while READs are outstanding), as if the peer were silent for the
+ * whole local ACK timeout. */
+static void fire_req_timeout(void)
+{
+	struct uroce_qp *qp = to_uqp(T.req);
+
+	pthread_mutex_lock(&qp->lock);
+	qp->req.deadline_ns = 1;
+	qp->req.progress_ns = 0;
+	uroce_req_timer(qp, uroce_now_ns());
+	pthread_mutex_unlock(&qp->lock);
+}
+
 /* A response to T.req: an ACK/NAK with syndrome syn, or a 64-byte READ
  * response (opc). */
 static void inject_resp(uint8_t opc, uint32_t psn, int syn)
@@ -1128,7 +1142,7 @@ static void test_fatal_nak_past_read(void)
 		  qp_state(T.req) == IBV_QPS_RTS,
 	      "the SEND before the READ completed, the QP waits for the READ (%d)", n);
 	sink_drain();
-	fire_req_timer();
+	fire_req_timeout();
 	sent = 0;
 	while (!sink_get(&r, 100))
 		CHECK(sent++ == 0 && r.opcode == (UR_OPC_READ_REQ | UR_TR_RC) &&
