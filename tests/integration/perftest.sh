@@ -29,7 +29,10 @@ chmod +x "$launcher"
 perf() {
 	local name=$1 tool=$2
 	shift 2
-	local -a args=(-d "$dev" -x 0 "$@")
+	# -F: perftest's CPU-frequency estimate (r^2 of a cycles/time fit) must
+	# not fail the run on a loaded machine ("Can't produce a report" after
+	# every iteration passed)
+	local -a args=(-d "$dev" -x 0 -F "$@")
 	alloc_port
 	if ! run_pair "$name" "$launcher" "$tool" "${args[@]}" -p "$PORT" -- \
 		"$launcher" "$tool" "${args[@]}" -p "$PORT" 127.0.0.1; then
