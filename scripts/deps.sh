@@ -11,6 +11,7 @@ PACKAGES=(
 	gcovr clang libclang-rt-14-dev valgrind
 	libisal-dev iproute2
 	openmpi-bin libopenmpi-dev libfabric-bin
+	ethtool procps python3
 )
 
 # One dpkg-query for all: "name status" for each package dpkg knows.

@@ -42,13 +42,20 @@ enum {
 	UROCE_MAX_QP = 16384,
 	UROCE_MAX_MR = 65536,
 	UROCE_MAX_PD = 16384,
-	UROCE_MAX_RD_ATOM = 16,	   /* max_qp_rd_atom / max_qp_init_rd_atom */
+	UROCE_MAX_MW = 65536,
+	UROCE_MAX_SRQ = 16384,
+	UROCE_MAX_AH = 16384, /* rxe: 0x3fff */
+	UROCE_MAX_RD_ATOM = 128,   /* max_qp_rd_atom / max_qp_init_rd_atom: rxe's */
 	UROCE_EP_SLOTS = 256,	   /* QPNs per UDP endpoint: qpn = port << 8 | slot */
 	UROCE_MAX_MSG = 1u << 31,  /* max_msg_sz */
-	UROCE_VENDOR_ID = 0x000000, /* none registered: not Mellanox/Amazon */
-	UROCE_VENDOR_PART = 0x0001,
+	/* rxe's: a software RoCE device, no IEEE OUI (tools treat 0 as "no
+	 * device"); the part id tells uroce (0x7572, "ur") from rxe (0) */
+	UROCE_VENDOR_ID = 0xffffff,
+	UROCE_VENDOR_PART = 0x7572,
+	UROCE_HW_VER = 1,
 };
 #define UROCE_MAX_MR_SIZE (1ull << 40)
+#define UROCE_FW_VER "0.1.0" /* fw_ver: the uroce release */
 
 /* ---- Devices (src/net/ifaddr.c, src/verbs/device.c) ---- */
 struct uroce_gid_entry {
@@ -164,7 +171,7 @@ struct uroce_ctx {
 	/* MR key table: open addressing over keys */
 	pthread_rwlock_t mr_lock;
 	struct uroce_mr **mr_tab;
-	uint32_t mr_tab_size, nmr;
+	uint32_t mr_tab_size, nmr, nmw; /* MRs and windows in it, each up to its max_* */
 
 	/* async events */
 	int async_wr_fd; /* write end; context.async_fd is the read end */
@@ -178,6 +185,7 @@ struct uroce_ctx {
 	int std_err; /* standard-port mode: why 4791 could not be bound (logged once) */
 
 	atomic_uint npd, ncq, nqp_total;
+	atomic_uint nsrq, nah; /* against max_srq, max_ah */
 	struct uroce_counters *cnt; /* in the stats file (src/core/stats.c) */
 	struct uroce_stats *stats;
 	struct uroce_pcap *pcap; /* UROCE_PCAP capture, NULL when off (src/net/pcap.c) */
@@ -353,6 +361,9 @@ static inline struct uroce_cq *to_ucq(struct ibv_cq *c) { return container_of((s
 
 /* Append one completion; notifies the channel when armed.  Takes cq->lock. */
 void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
+/* Remove the unpolled completions of QP qpn, the others keep their order
+ * (a QP moved to RESET, as mlx5_cq_clean).  Takes cq->lock. */
+void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn);
 
 /* ---- Work queues ---- */
 struct uroce_sge {

@@ -35,7 +35,7 @@ struct uroce_ep_rx {
 	struct iovec iov[RX_BATCH];
 	struct sockaddr_in from[RX_BATCH];
 	union {
-		char buf[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(sizeof(struct in_pktinfo)) + 2 * CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} ctl[RX_BATCH];
 	uint8_t data[RX_BATCH][RX_BUFSZ];
@@ -80,8 +80,10 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 		goto err_free;
 	}
 	if (setsockopt(ep->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) ||
-	    setsockopt(ep->fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one))) {
-		ur_err("UDP socket: setting IP_MTU_DISCOVER/IP_PKTINFO failed: %s", strerror(errno));
+	    setsockopt(ep->fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) ||
+	    setsockopt(ep->fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one))) {
+		ur_err("UDP socket: setting IP_MTU_DISCOVER/IP_PKTINFO/IP_RECVTOS failed: %s",
+		       strerror(errno));
 		goto err_close;
 	}
 	set_bufsz(ep->fd, SO_RCVBUFFORCE, SO_RCVBUF);
@@ -286,7 +288,8 @@ struct udp_out {
 	struct sockaddr_in to;
 	struct iovec iov;
 	union {
-		char buf[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(uint16_t))];
+		char buf[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(uint16_t)) +
+			 CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
 };
@@ -315,16 +318,29 @@ static void udp_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m, struct u
 	cm->cmsg_type = IP_PKTINFO;
 	cm->cmsg_len = CMSG_LEN(sizeof(pi));
 	memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+	/* CMSG_NXTHDR needs the room it may use counted in msg_controllen;
+	 * the final length is what was filled */
+	mh->msg_controllen = sizeof(o->ctl.buf);
 	if (m->gso_size) {
 		uint16_t g = (uint16_t)m->gso_size;
 
-		mh->msg_controllen = sizeof(o->ctl.buf);
 		cm = CMSG_NXTHDR(mh, cm);
 		cm->cmsg_level = SOL_UDP;
 		cm->cmsg_type = 103; /* UDP_SEGMENT */
 		cm->cmsg_len = CMSG_LEN(sizeof(g));
 		memcpy(CMSG_DATA(cm), &g, sizeof(g));
 	}
+	if (m->ip->tos) { /* ah_attr.grh.traffic_class (RoCEv2: the IP TOS) */
+		int tos = m->ip->tos;
+
+		cm = CMSG_NXTHDR(mh, cm);
+		cm->cmsg_level = IPPROTO_IP;
+		cm->cmsg_type = IP_TOS;
+		cm->cmsg_len = CMSG_LEN(sizeof(tos));
+		memcpy(CMSG_DATA(cm), &tos, sizeof(tos));
+	}
+	mh->msg_controllen = CMSG_SPACE(sizeof(pi)) + (m->gso_size ? CMSG_SPACE(sizeof(uint16_t)) : 0) +
+			     (m->ip->tos ? CMSG_SPACE(sizeof(int)) : 0);
 }
 
 /* One sendmsg: the packet(s) in buf to ip.  Returns 0 or an errno. */
@@ -478,6 +494,8 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
 			ip.dst.v4 = pi.ipi_addr;
 			have_dst = true;
+		} else if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
+			ip.tos = *(const uint8_t *)CMSG_DATA(cm);
 		}
 	ip.src.v4 = from->sin_addr;
 	ip.sport = ntohs(from->sin_port);

@@ -101,7 +101,7 @@ void uroce_gso_free(struct uroce_ep *ep)
 static bool same_dest(const struct uroce_ipinfo *a, const struct uroce_ipinfo *b)
 {
 	return a->dst.v4.s_addr == b->dst.v4.s_addr && a->src.v4.s_addr == b->src.v4.s_addr &&
-	       a->dport == b->dport && a->sport == b->sport;
+	       a->dport == b->dport && a->sport == b->sport && a->tos == b->tos;
 }
 
 /* A group the kernel refused to segment: its packets one by one, and from

@@ -187,6 +187,7 @@ void uroce_pcap_write(struct uroce_ctx *ctx, enum uroce_pcap_dir dir, const stru
 	put16(sll + 14, 0x0800);
 	/* IPv4 as an unconnected IP_PMTUDISC_DO socket sends it */
 	iph[0] = 0x45;
+	iph[1] = ip->tos; /* grh.traffic_class (IP_TOS), or what arrived (IP_RECVTOS) */
 	put16(iph + 2, (uint16_t)iplen);
 	put16(iph + 4, ip->ipid); /* 0, or k for segment k of a GSO batch */
 	put16(iph + 6, 0x4000);	  /* DF */

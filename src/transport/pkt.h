@@ -194,6 +194,9 @@ struct uroce_ipinfo {
 	/* IPv4 Identification the ICRC covers: 0 as Linux sends an unconnected
 	 * DF datagram; segment k of a UDP GSO send carries k (docs/design.md) */
 	uint16_t ipid;
+	/* IPv4 TOS: sent from the AV's grh.traffic_class, received into the
+	 * GRH of UD receives (IP_TOS / IP_RECVTOS) */
+	uint8_t tos;
 };
 
 /* ICRC (IBTA Annex A17.3.3): CRC32 over 8 bytes of 1s (the absent LRH), the

@@ -488,7 +488,11 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 		 * behind one socket), not a loss: the probe waits. */
 		unsigned int rx = atomic_load_explicit(&qp->ep->rx_batches, memory_order_relaxed);
 		uint64_t next, end = qp->req.progress_ns + rc_timeout_ns(qp);
-		bool probe = rx == qp->req.probe_rx && probe_claim(qp, rx);
+		/* no probe while READs/atomics are outstanding: resending them
+		 * makes the responder replay every READ from una_psn, which
+		 * against a slow responder (kernel rxe under load) never
+		 * catches up; their loss is found by the timeout */
+		bool probe = rx == qp->req.probe_rx && !qp->req.rd_inflight && probe_claim(qp, rx);
 
 		if (probe) {
 			qp->req.probes++;

@@ -10,6 +10,7 @@
 #include "uroce.h"
 
 #define UROCE_GRH_BYTES 40
+enum { UROCE_WC_SL_ROCE_IPV4 = 2 }; /* mlx5's MLX5_CQE_ROCE_L3_HEADER_TYPE_IPV4 */
 
 static void send_wc(struct uroce_qp *qp, const struct ibv_send_wr *wr, enum ibv_wc_status st)
 {
@@ -143,6 +144,7 @@ static void build_grh(uint8_t grh[UROCE_GRH_BYTES], const struct uroce_pkt *pkt,
 	memset(&h, 0, sizeof(h));
 	h.version = 4;
 	h.ihl = 5;
+	h.tos = ip->tos;
 	h.tot_len = htons((uint16_t)(20 + 8 + pkt->len));
 	h.frag_off = htons(0x4000);
 	h.ttl = 64;
@@ -178,12 +180,24 @@ void uroce_ud_rcv(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce
 		uroce_qp_count(qp, rx_drop_state, 1);
 		return;
 	}
+	/* rxe (RESPST_ERR_LENGTH, class D): a datagram larger than the
+	 * receive WQE (payload + 40-byte GRH) is dropped, counted, and the WQE
+	 * stays posted for the next one */
+	if (!qp->ibqp.qp_base.srq && qp->rq.head != qp->rq.tail &&
+	    UROCE_GRH_BYTES + pkt->paylen > qp->rq.wqe[qp->rq.tail & (qp->rq.size - 1)].length) {
+		ur_dbg("QP 0x%06x: drop UD datagram of %u bytes: the receive WQE has %u",
+		       qp->ibqp.qp_base.qp_num, UROCE_GRH_BYTES + pkt->paylen,
+		       qp->rq.wqe[qp->rq.tail & (qp->rq.size - 1)].length);
+		uroce_qp_count(qp, rx_drop_len, 1);
+		return;
+	}
 	if (!uroce_rq_pop(qp, &rwqe)) {
 		uroce_qp_count(qp, rx_drop_state, 1); /* no receive posted: dropped */
 		return;
 	}
 	build_grh(grh, pkt, ip);
 	if (UROCE_GRH_BYTES + pkt->paylen > w->length) {
+		/* an SRQ's WQE is taken before its length is known (rxe: class E) */
 		st = IBV_WC_LOC_LEN_ERR;
 	} else {
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
@@ -200,6 +214,10 @@ void uroce_ud_rcv(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce
 	wc.qp_num = qp->ibqp.qp_base.qp_num;
 	wc.src_qp = ur_deth_sqp(pkt);
 	wc.wc_flags = IBV_WC_GRH;
+	/* RoCE has no SL on the wire: mlx5 reports the network-header type
+	 * there (0 IB GRH, 1 IPv6, 2 IPv4), and UCX's ud_verbs reads it to
+	 * know where the addresses in the GRH are; uroce receives IPv4 only */
+	wc.sl = UROCE_WC_SL_ROCE_IPV4;
 	if (pkt->mask & URM_IMMDT) {
 		wc.imm_data = ur_immdt_raw(pkt);
 		wc.wc_flags |= IBV_WC_WITH_IMM;

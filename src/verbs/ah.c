@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 
 static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
@@ -45,6 +46,7 @@ int uroce_av_resolve(struct uroce_dev *d, const struct ibv_ah_attr *ah, struct u
 		path->family = AF_INET;
 		path->src.v4 = sg->addr.v4;
 		path->dst.v4 = g;
+		path->tos = ah->grh.traffic_class;
 		return 0;
 	}
 	if (sg->family != AF_INET || memcmp(ah->grh.dgid.raw, v4_prefix, 12)) {
@@ -57,6 +59,7 @@ int uroce_av_resolve(struct uroce_dev *d, const struct ibv_ah_attr *ah, struct u
 	path->family = AF_INET;
 	path->src.v4 = sg->addr.v4;
 	memcpy(&path->dst.v4, &ah->grh.dgid.raw[12], 4);
+	path->tos = ah->grh.traffic_class; /* RoCEv2: the traffic class is the IP TOS */
 	return 0;
 }
 
@@ -69,6 +72,11 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr 
 	if (!pd || !attr) {
 		ur_dbg("create_ah: pd and attr must not be NULL");
 		errno = EINVAL;
+		return NULL;
+	}
+	if (atomic_load(&to_uctx(pd->context)->nah) >= UROCE_MAX_AH) {
+		ur_dbg("create_ah: max_ah (%d) reached", UROCE_MAX_AH);
+		errno = ENOMEM;
 		return NULL;
 	}
 	ah = calloc(1, sizeof(*ah));
@@ -87,16 +95,25 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr 
 	ah->attr = *attr;
 	ah->ibah.context = pd->context;
 	ah->ibah.pd = pd;
+	if (uroce_obj_add(&ah->ibah, UROCE_OBJ_AH)) {
+		free(ah);
+		errno = ENOMEM;
+		return NULL;
+	}
 	atomic_fetch_add(&to_upd(pd)->refs, 1);
+	atomic_fetch_add(&to_uctx(pd->context)->nah, 1);
 	return &ah->ibah;
 }
 
 UROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 {
-	if (!ibah)
-		return ur_dbg("destroy_ah: ah is NULL"), EINVAL;
+	int err = uroce_obj_check(ibah, UROCE_OBJ_AH, "destroy_ah");
+
+	if (err)
+		return uroce_obj_err(err);
 	atomic_fetch_sub(&to_upd(ibah->pd)->refs, 1);
-	free(to_uah(ibah));
+	atomic_fetch_sub(&to_uctx(ibah->context)->nah, 1);
+	uroce_obj_release(ibah, to_uah(ibah));
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 #include "verbs/verbs_ex.h"
 #include "verbs/verbs_ops.h"
 
@@ -59,7 +60,7 @@ UROCE_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	if (ch->ncq) {
 		pthread_mutex_unlock(&ch->lock);
 		ur_dbg("destroy_comp_channel: %d CQ(s) still use it", ch->ncq);
-		return EBUSY;
+		return uroce_obj_err(EBUSY);
 	}
 	pthread_mutex_unlock(&ch->lock);
 	close(ch->ibch.fd);
@@ -183,6 +184,12 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (uroce_obj_add(&cq->ibcq, UROCE_OBJ_CQ)) {
+		free(cq->ring);
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
 	atomic_fetch_add(&cq->ctx->ncq, 1);
 	if (pdom)
 		atomic_fetch_add(&to_upd(pdom)->refs, 1);
@@ -218,13 +225,14 @@ struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *context,
 UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct uroce_cq *cq;
+	int err = uroce_obj_check(ibcq, UROCE_OBJ_CQ, "destroy_cq");
 
-	if (!ibcq)
-		return ur_dbg("destroy_cq: cq is NULL"), EINVAL;
+	if (err)
+		return uroce_obj_err(err);
 	cq = to_ucq(ibcq);
 	if (atomic_load(&cq->refs)) {
 		ur_dbg("destroy_cq: CQ still used by %u QP(s)", atomic_load(&cq->refs));
-		return EBUSY;
+		return uroce_obj_err(EBUSY);
 	}
 	if (ibcq->channel)
 		channel_detach(to_uch(ibcq->channel), cq);
@@ -241,7 +249,7 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	uroce_pd_buf_free(cq->pdom, cq->ring, UROCE_RES_TYPE_CQ, cq->ring_custom);
 	if (cq->pdom)
 		atomic_fetch_sub(&to_upd(cq->pdom)->refs, 1);
-	free(cq);
+	uroce_obj_release(ibcq, cq);
 	return 0;
 }
 
@@ -291,6 +299,32 @@ void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 	if (fire)
 		notify(cq);
 	pthread_mutex_unlock(&cq->lock);
+}
+
+void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
+{
+	uint32_t kept = 0, n;
+
+	pthread_mutex_lock(&cq->lock);
+	n = cq->count;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t from = (cq->head + i) % cq->size, to = (cq->head + kept) % cq->size;
+
+		if (cq->ring[from].qp_num == qpn)
+			continue;
+		if (to != from) {
+			cq->ring[to] = cq->ring[from];
+			if (cq->ts)
+				cq->ts[to] = cq->ts[from];
+		}
+		kept++;
+	}
+	cq->count = kept;
+	cq->tail = (cq->head + kept) % cq->size;
+	pthread_mutex_unlock(&cq->lock);
+	if (kept != n)
+		ur_dbg("CQ %p: %u completions of QP 0x%06x removed (QP reset)", (void *)cq, n - kept,
+		       qpn);
 }
 
 /* An application thread that has found its CQs empty for this long yields

@@ -124,22 +124,33 @@ static struct uroce_dev *to_udev(struct ibv_context *c)
 
 /* ---- queries ---- */
 
+/* What rxe reports, for what uroce has: RNR NAKs, window types 1 and 2B
+ * with LOCAL_INV/SEND_WITH_INV (MEM_MGT_EXTENSIONS), XRC (libfabric turns
+ * it off without the flag), the one port's AV check.  Left out on purpose:
+ * AUTO_PATH_MIG (no alternate paths), SRQ_RESIZE (no SRQ resize),
+ * BAD_PKEY_CNTR/BAD_QKEY_CNTR (no port counters through MADs),
+ * CHANGE_PHY_PORT (one port), PORT_ACTIVE_EVENT (the port never changes
+ * state, so no port event is ever raised). */
+#define UROCE_DEVICE_CAP_FLAGS                                                                     \
+	(IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_SYS_IMAGE_GUID |                               \
+	 IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_XRC |                       \
+	 IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B)
+
 static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 {
 	memset(a, 0, sizeof(*a));
-	snprintf(a->fw_ver, sizeof(a->fw_ver), "uroce 0.1");
+	/* the release, in the dotted form ibv_devinfo shows for hardware */
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", UROCE_FW_VER);
 	a->node_guid = d->guid;
 	a->sys_image_guid = d->guid;
 	a->max_mr_size = UROCE_MAX_MR_SIZE;
 	a->page_size_cap = 0xfffff000; /* 4 KiB and up */
 	a->vendor_id = UROCE_VENDOR_ID;
 	a->vendor_part_id = UROCE_VENDOR_PART;
-	a->hw_ver = 1;
+	a->hw_ver = UROCE_HW_VER;
 	a->max_qp = UROCE_MAX_QP;
 	a->max_qp_wr = UROCE_MAX_QP_WR;
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
-			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
-			      IBV_DEVICE_SYS_IMAGE_GUID;
+	a->device_cap_flags = UROCE_DEVICE_CAP_FLAGS;
 	a->max_sge = UROCE_MAX_SGE;
 	a->max_sge_rd = UROCE_MAX_SGE;
 	a->max_cq = UROCE_MAX_CQ;
@@ -151,20 +162,23 @@ static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 	a->max_res_rd_atom = UROCE_MAX_RD_ATOM * UROCE_MAX_QP;
 	a->max_qp_init_rd_atom = UROCE_MAX_RD_ATOM;
 	a->max_ee_init_rd_atom = 0;
-	/* CPU atomic instructions on host memory: atomic against everything */
-	a->atomic_cap = IBV_ATOMIC_GLOB;
+	/* Reported as rxe does: UCX enables device atomics only for
+	 * IBV_ATOMIC_HCA.  The implementation is stronger than that (CPU
+	 * atomic instructions on host memory, atomic against the host's own
+	 * atomics too, what IBV_ATOMIC_GLOB would promise). */
+	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ee = 0;
 	a->max_rdd = 0;
-	a->max_mw = UROCE_MAX_MR;
+	a->max_mw = UROCE_MAX_MW;
 	a->max_raw_ipv6_qp = 0;
 	a->max_raw_ethy_qp = 0;
 	a->max_mcast_grp = 1024;
 	a->max_mcast_qp_attach = 1024;
 	a->max_total_mcast_qp_attach = 1024 * 1024;
-	a->max_ah = 0;
+	a->max_ah = UROCE_MAX_AH;
 	a->max_fmr = 0;
 	a->max_map_per_fmr = 0;
-	a->max_srq = UROCE_MAX_QP;
+	a->max_srq = UROCE_MAX_SRQ;
 	a->max_srq_wr = UROCE_MAX_QP_WR;
 	a->max_srq_sge = UROCE_MAX_SGE;
 	a->max_pkeys = 1;
@@ -194,6 +208,9 @@ static int uroce_query_device_ex(struct ibv_context *context,
 	memset(&a, 0, sizeof(a));
 	fill_device_attr(to_udev(context), &a.orig_attr);
 	a.phys_port_cnt_ex = 1;
+	/* the 64-bit flags: the 32 of device_cap_flags, none of the upper
+	 * ones (RAW_SCATTER_FCS, PCI_WRITE_END_PADDING are raw-packet/PCI) */
+	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
 	/* completion timestamps: CLOCK_MONOTONIC ns, a 1 GHz clock (cq_ex.c) */
 	a.completion_timestamp_mask = UINT64_MAX;
 	a.hca_core_clock = UROCE_HCA_CLOCK_KHZ;
@@ -448,8 +465,10 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		goto err_pipe;
 
 	uroce_ctx_list(ctx);
+	/* No IBV_EVENT_PORT_ACTIVE here: a device reports a port's state
+	 * changes, and opening a context changes none (a program waiting for
+	 * the event it provoked would read this one first). */
 	ur_info("opened %s (interface %s)", device->name, ctx->dev->ifname);
-	uroce_async_event(ctx, IBV_EVENT_PORT_ACTIVE, NULL);
 	return &ctx->vctx.context;
 
 err_pipe:

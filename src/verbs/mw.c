@@ -18,7 +18,10 @@
 #include <sys/random.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 #include "verbs/verbs_ops.h"
+
+#define UROCE_MW_LOCAL_BITS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND)
 
 struct uroce_mw {
 	struct ibv_mw ibmw;
@@ -60,6 +63,12 @@ struct ibv_mw *uroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	mw->ibmw.type = type;
 	mw->ibmw.rkey = mw->key.ibmr.rkey;
 	mw->ibmw.handle = mw->ibmw.rkey;
+	if (uroce_obj_add(&mw->ibmw, UROCE_OBJ_MW)) {
+		uroce_key_remove(to_uctx(pd->context), &mw->key);
+		free(mw);
+		errno = ENOMEM;
+		return NULL;
+	}
 	atomic_fetch_add(&to_upd(pd)->refs, 1);
 	return &mw->ibmw;
 }
@@ -79,9 +88,10 @@ int uroce_dealloc_mw(struct ibv_mw *ibmw)
 {
 	struct uroce_mw *mw;
 	struct uroce_ctx *ctx;
+	int err = uroce_obj_check(ibmw, UROCE_OBJ_MW, "dealloc_mw");
 
-	if (!ibmw)
-		return ur_dbg("dealloc_mw: mw is NULL"), EINVAL;
+	if (err)
+		return uroce_obj_err(err);
 	mw = to_umw(ibmw);
 	ctx = to_uctx(ibmw->context);
 	pthread_rwlock_wrlock(&ctx->mr_lock);
@@ -89,7 +99,7 @@ int uroce_dealloc_mw(struct ibv_mw *ibmw)
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	uroce_key_remove(ctx, &mw->key);
 	atomic_fetch_sub(&to_upd(ibmw->pd)->refs, 1);
-	free(mw);
+	uroce_obj_release(ibmw, mw);
 	return 0;
 }
 
@@ -102,9 +112,16 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw, uint3
 	struct uroce_ctx *ctx = qp->ctx;
 	struct uroce_mr *k = &mw->key, *mr = NULL;
 	enum ibv_wc_status st = IBV_WC_MW_BIND_ERR;
+	/* windows have no local access: local bits next to the remote rights
+	 * are ignored, as rxe (rxe_mw.c) and mlx5 do */
+	unsigned int access = bi->mw_access_flags & ~(unsigned int)UROCE_MW_LOCAL_BITS;
 	const char *why = NULL;
 
 	pthread_rwlock_wrlock(&ctx->mr_lock);
+	/* type 2: the WR's rkey gives only the key byte, the low 8 bits; the
+	 * upper 24 stay the window's index (rxe_do_bind_mw, mlx5) */
+	if (k->kind == UROCE_KEY_MW2)
+		new_rkey = (k->ibmr.rkey & ~0xffu) | (new_rkey & 0xffu);
 	if (bi->mr)
 		mr = uroce_mr_lookup(ctx, bi->mr->lkey);
 	if (!uroce_pd_same(ibmw->pd, qp->ibqp.qp_base.pd))
@@ -117,15 +134,12 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw, uint3
 		why = "the MR was registered without IBV_ACCESS_MW_BIND";
 	else if (bi->length && !uroce_mr_ptr(mr, bi->addr, bi->length))
 		why = "the range is not inside the MR";
-	else if ((bi->mw_access_flags & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	else if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 		 mr && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
 		why = "remote write/atomic access needs an MR with IBV_ACCESS_LOCAL_WRITE";
-	else if (bi->mw_access_flags &
-		 ~(unsigned int)(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+	else if (access & ~(unsigned int)(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 				 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED))
 		why = "access flags other than remote read/write/atomic";
-	else if (k->kind == UROCE_KEY_MW2 && (new_rkey & ~0xffu) != (k->ibmr.rkey & ~0xffu))
-		why = "a type 2 bind may change only the rkey's low 8 bits (ibv_inc_rkey)";
 	else if (k->kind == UROCE_KEY_MW2 && k->length)
 		why = "a type 2 window must be invalidated before it is bound again";
 	else if (uroce_key_move_locked(ctx, k, new_rkey))
@@ -138,7 +152,7 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw, uint3
 			k->ibmr.addr = uroce_mr_ptr(mr, bi->addr, bi->length);
 			k->iova = (bi->mw_access_flags & IBV_ACCESS_ZERO_BASED) ? 0 : bi->addr;
 			k->length = bi->length;
-			k->access = bi->mw_access_flags;
+			k->access = access;
 			k->odp = mr->odp;
 			k->mw_qpn = k->kind == UROCE_KEY_MW2 ? qp->ibqp.qp_base.qp_num : 0;
 		}

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 
 #define MR_TAB_SIZE 4096u
 
@@ -41,6 +42,11 @@ UROCE_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 		return NULL;
 	}
 	pd->ibpd.context = context;
+	if (uroce_obj_add(&pd->ibpd, UROCE_OBJ_PD)) {
+		free(pd);
+		errno = ENOMEM;
+		return NULL;
+	}
 	pd->ibpd.handle = atomic_fetch_add(&ctx->npd, 1);
 	return &pd->ibpd;
 }
@@ -48,19 +54,20 @@ UROCE_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 UROCE_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 {
 	struct uroce_pd *pd;
+	int err = uroce_obj_check(ibpd, UROCE_OBJ_PD, "dealloc_pd");
 
-	if (!ibpd)
-		return ur_dbg("dealloc_pd: pd is NULL"), EINVAL;
+	if (err)
+		return uroce_obj_err(err);
 	pd = to_upd(ibpd);
 	if (atomic_load(&pd->refs)) {
 		ur_dbg("dealloc_pd: PD still used by %u MR/QP/AH/SRQ objects",
 		       atomic_load(&pd->refs));
-		return EBUSY;
+		return uroce_obj_err(EBUSY);
 	}
 	if (pd->prot)
 		return uroce_parent_domain_free(pd);
 	atomic_fetch_sub(&to_uctx(ibpd->context)->npd, 1);
-	free(pd);
+	uroce_obj_release(ibpd, pd);
 	return 0;
 }
 
@@ -120,9 +127,12 @@ int uroce_key_insert(struct uroce_ctx *ctx, struct uroce_mr *mr)
 			return ENOMEM;
 		}
 	}
-	if (ctx->nmr >= UROCE_MAX_MR) {
+	if (mr->kind == UROCE_KEY_MR ? ctx->nmr >= UROCE_MAX_MR : ctx->nmw >= UROCE_MAX_MW) {
 		pthread_rwlock_unlock(&ctx->mr_lock);
-		ur_dbg("reg_mr: max_mr (%d) reached", UROCE_MAX_MR);
+		if (mr->kind == UROCE_KEY_MR)
+			ur_dbg("reg_mr: max_mr (%d) reached", UROCE_MAX_MR);
+		else
+			ur_dbg("alloc_mw: max_mw (%d) reached", UROCE_MAX_MW);
 		return ENOMEM;
 	}
 	do {
@@ -132,7 +142,10 @@ int uroce_key_insert(struct uroce_ctx *ctx, struct uroce_mr *mr)
 	mr->ibmr.lkey = mr->ibmr.rkey = key;
 	mr->next = ctx->mr_tab[key_hash(key)];
 	ctx->mr_tab[key_hash(key)] = mr;
-	ctx->nmr++;
+	if (mr->kind == UROCE_KEY_MR)
+		ctx->nmr++;
+	else
+		ctx->nmw++;
 	pthread_rwlock_unlock(&ctx->mr_lock);
 	return 0;
 }
@@ -145,7 +158,10 @@ void uroce_key_remove(struct uroce_ctx *ctx, struct uroce_mr *mr)
 	for (pp = &ctx->mr_tab[key_hash(mr->ibmr.lkey)]; *pp; pp = &(*pp)->next)
 		if (*pp == mr) {
 			*pp = mr->next;
-			ctx->nmr--;
+			if (mr->kind == UROCE_KEY_MR)
+				ctx->nmr--;
+			else
+				ctx->nmw--;
 			break;
 		}
 	pthread_rwlock_unlock(&ctx->mr_lock);
@@ -278,6 +294,12 @@ struct ibv_mr *uroce_mr_new(struct ibv_pd *pd, void *addr, size_t length, uint64
 		errno = err;
 		return NULL;
 	}
+	if (uroce_obj_add(&mr->ibmr, UROCE_OBJ_MR)) {
+		uroce_key_remove(to_uctx(pd->context), mr);
+		free(mr);
+		errno = ENOMEM;
+		return NULL;
+	}
 	atomic_fetch_add(&to_upd(pd)->refs, 1);
 	ur_trace("reg_mr: %p+%zu iova 0x%llx key 0x%08x access 0x%x", addr, length,
 		 (unsigned long long)mr->iova, mr->ibmr.lkey, access);
@@ -306,32 +328,45 @@ UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size
 UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 {
 	struct uroce_mr *mr;
+	int err = uroce_obj_check(ibmr, UROCE_OBJ_MR, "dereg_mr");
 
-	if (!ibmr)
-		return ur_dbg("dereg_mr: mr is NULL"), EINVAL;
+	if (err)
+		return uroce_obj_err(err);
 	mr = to_umr(ibmr);
 	/* IBTA 10.6.7.2.?: an MR with memory windows bound cannot go */
 	if (atomic_load(&mr->nbound))
 		return ur_dbg("dereg_mr: %u memory window(s) still bound to the MR",
 			      atomic_load(&mr->nbound)),
-		       EBUSY;
+		       uroce_obj_err(EBUSY);
 	uroce_key_remove(to_uctx(ibmr->context), mr);
 	atomic_fetch_sub(&to_upd(ibmr->pd)->refs, 1);
 	if (mr->dm)
 		atomic_fetch_sub(&mr->dm->refs, 1);
-	free(mr);
+	uroce_obj_release(ibmr, mr);
 	return 0;
 }
 
+/* ibv_rereg_mr(3)'s codes: what libibverbs itself checks before asking the
+ * kernel (flags it does not know, CHANGE_TRANSLATION without an address or
+ * a length, access without CHANGE_ACCESS) is IBV_REREG_MR_ERR_INPUT; what
+ * the kernel refuses (no flag at all, access rights, memory, the PD, bound
+ * windows) is IBV_REREG_MR_ERR_CMD.  errno says why in both. */
 static int rereg_refused(int err)
 {
 	errno = err;
 	return IBV_REREG_MR_ERR_INPUT;
 }
 
+static int rereg_cmd_refused(int err)
+{
+	errno = err;
+	return IBV_REREG_MR_ERR_CMD;
+}
+
 /* Everything is checked before anything changes, so a failure leaves the
- * MR as it was and usable: always IBV_REREG_MR_ERR_INPUT ("old MR is
- * valid"), with errno saying why.  The keys stay (as rxe keeps them). */
+ * MR as it was and usable, even after IBV_REREG_MR_ERR_CMD (which only
+ * allows a provider to leave it unusable).  The keys stay (as rxe keeps
+ * them). */
 UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr,
 			      size_t length, int access)
 {
@@ -348,7 +383,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	if (mr->dm)
 		return ur_dbg("rereg_mr: a device memory MR cannot be re-registered"),
 		       rereg_refused(EINVAL);
-	if (!flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED))
+	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)
 		return ur_dbg("rereg_mr: flags 0x%x: use IBV_REREG_MR_CHANGE_TRANSLATION, _PD "
 			      "and/or _ACCESS",
 			      flags),
@@ -359,9 +394,15 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	if (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))
 		return ur_dbg("rereg_mr: access flags given without CHANGE_ACCESS"),
 		       rereg_refused(EINVAL);
-	if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context))
+	if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
+		return ur_dbg("rereg_mr: CHANGE_PD needs a PD"), rereg_refused(EINVAL);
+	if (!flags)
+		return ur_dbg("rereg_mr: no flag: use IBV_REREG_MR_CHANGE_TRANSLATION, _PD "
+			      "and/or _ACCESS"),
+		       rereg_cmd_refused(EINVAL);
+	if ((flags & IBV_REREG_MR_CHANGE_PD) && pd->context != ibmr->context)
 		return ur_dbg("rereg_mr: CHANGE_PD needs a PD of the MR's context"),
-		       rereg_refused(EINVAL);
+		       rereg_cmd_refused(EINVAL);
 	acc = (flags & IBV_REREG_MR_CHANGE_ACCESS)
 		      ? (unsigned int)access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE
 		      : mr->access;
@@ -371,7 +412,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	else if (!err && (flags & IBV_REREG_MR_CHANGE_ACCESS))
 		err = check_range(ibmr->addr, ibmr->length, acc, "rereg_mr");
 	if (err)
-		return rereg_refused(err);
+		return rereg_cmd_refused(err);
 
 	/* The write lock waits for every copy into or out of the old range. */
 	pthread_rwlock_wrlock(&ctx->mr_lock);
@@ -382,7 +423,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 
 		pthread_rwlock_unlock(&ctx->mr_lock);
 		return ur_dbg("rereg_mr: %u memory window(s) still bound to the MR", n),
-		       rereg_refused(EBUSY);
+		       rereg_cmd_refused(EBUSY);
 	}
 	old_pd = ibmr->pd;
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {

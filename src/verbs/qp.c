@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 #include "transport/rc.h"
 #include "verbs/qp_rules.h"
 #include "verbs/verbs_ex.h"
@@ -89,7 +90,7 @@ static void free_qp(struct uroce_qp *qp)
 	uroce_pd_buf_free(qp->ibqp.qp_base.pd, qp->rq.wqe, UROCE_RES_TYPE_QP, qp->buf_custom & 4);
 	free(qp->resp.res);
 	pthread_mutex_destroy(&qp->lock);
-	free(qp);
+	uroce_obj_release(&qp->ibqp.qp_base, qp);
 }
 
 struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *ia)
@@ -226,6 +227,10 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 		qp->mtu = uroce_mtu_bytes(ctx->dev->active_mtu);
 	}
 
+	if (uroce_obj_add(b, UROCE_OBJ_QP)) {
+		err = ENOMEM;
+		goto err_free;
+	}
 	pthread_mutex_lock(&ctx->lock);
 	qp->ep = uroce_ep_get(ctx, qp, &qpn);
 	if (!qp->ep) {
@@ -291,9 +296,10 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct uroce_qp *qp;
 	struct uroce_ctx *ctx;
+	int err = uroce_obj_check(ibqp, UROCE_OBJ_QP, "destroy_qp");
 
-	if (!ibqp)
-		return ur_dbg("destroy_qp: qp is NULL"), EINVAL;
+	if (err)
+		return uroce_obj_err(err);
 	qp = to_uqp(ibqp);
 	ctx = qp->ctx;
 	uroce_mcast_detach_all(qp);
@@ -444,6 +450,12 @@ static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
 	switch (next) {
 	case IBV_QPS_RESET:
 		reset_qp(qp);
+		/* the program must not see this QP's old (flush) completions
+		 * after a reset: they go, as with mlx5_cq_clean */
+		if (qp->ibqp.qp_base.send_cq)
+			uroce_cq_clean(to_ucq(qp->ibqp.qp_base.send_cq), qp->ibqp.qp_base.qp_num);
+		if (qp->ibqp.qp_base.recv_cq && qp->ibqp.qp_base.recv_cq != qp->ibqp.qp_base.send_cq)
+			uroce_cq_clean(to_ucq(qp->ibqp.qp_base.recv_cq), qp->ibqp.qp_base.qp_num);
 		break;
 	case IBV_QPS_RTR:
 		free(qp->resp.res);

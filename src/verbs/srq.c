@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 #include "verbs/verbs_ops.h"
 
 enum { UROCE_MAX_SRQ_WR = UROCE_MAX_QP_WR, UROCE_MAX_SRQ_SGE = UROCE_MAX_SGE };
@@ -124,6 +125,11 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context, struct ibv_srq_
 		errno = EINVAL;
 		return NULL;
 	}
+	if (atomic_load(&to_uctx(context)->nsrq) >= UROCE_MAX_SRQ) {
+		ur_dbg("create_srq: max_srq (%d) reached", UROCE_MAX_SRQ);
+		errno = ENOMEM;
+		return NULL;
+	}
 	srq = calloc(1, sizeof(*srq));
 	if (!srq) {
 		ur_dbg("create_srq: out of memory");
@@ -141,6 +147,12 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context, struct ibv_srq_
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (uroce_obj_add(&srq->ibsrq, UROCE_OBJ_SRQ)) {
+		free(srq->rq.wqe);
+		free(srq);
+		errno = ENOMEM;
+		return NULL;
+	}
 	pthread_mutex_init(&srq->lock, NULL);
 	srq->ctx = to_uctx(context);
 	srq->type = (ia->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? ia->srq_type : IBV_SRQT_BASIC;
@@ -148,7 +160,7 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context, struct ibv_srq_
 	if (srq->type == IBV_SRQT_XRC) {
 		if (xsrq_register(srq)) {
 			uroce_pd_buf_free(ia->pd, srq->rq.wqe, UROCE_RES_TYPE_SRQ, srq->wqe_custom);
-			free(srq);
+			uroce_obj_release(&srq->ibsrq, srq);
 			errno = ENOMEM;
 			return NULL;
 		}
@@ -164,6 +176,7 @@ struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context, struct ibv_srq_
 	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
 	pthread_cond_init(&srq->ibsrq.cond, NULL);
 	atomic_fetch_add(&to_upd(ia->pd)->refs, 1);
+	atomic_fetch_add(&srq->ctx->nsrq, 1);
 	ia->attr.max_wr = srq->rq.max_wr;
 	ia->attr.max_sge = srq->rq.max_sge;
 	return &srq->ibsrq;
@@ -236,13 +249,14 @@ UROCE_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 {
 	struct uroce_srq *srq;
+	int err = uroce_obj_check(ibsrq, UROCE_OBJ_SRQ, "destroy_srq");
 
-	if (!ibsrq)
-		return ur_dbg("destroy_srq: srq is NULL"), EINVAL;
+	if (err)
+		return uroce_obj_err(err);
 	srq = to_usrq(ibsrq);
 	if (atomic_load(&srq->refs)) {
 		ur_dbg("destroy_srq: %u QP(s) still use the SRQ", atomic_load(&srq->refs));
-		return EBUSY;
+		return uroce_obj_err(EBUSY);
 	}
 	if (srq->type == IBV_SRQT_XRC) {
 		xsrq_unregister(srq);
@@ -252,7 +266,8 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	atomic_fetch_sub(&to_upd(ibsrq->pd)->refs, 1);
 	pthread_mutex_destroy(&srq->lock);
 	uroce_pd_buf_free(ibsrq->pd, srq->rq.wqe, UROCE_RES_TYPE_SRQ, srq->wqe_custom);
-	free(srq);
+	atomic_fetch_sub(&srq->ctx->nsrq, 1);
+	uroce_obj_release(ibsrq, srq);
 	return 0;
 }
 

@@ -126,6 +126,7 @@ int uroce_close_xrcd(struct ibv_xrcd *ibx)
 
 	if (atomic_load(&x->users)) {
 		ur_dbg("close_xrcd: %u XRC SRQ(s)/QP(s) still use it", atomic_load(&x->users));
+		errno = EBUSY;
 		return EBUSY;
 	}
 	pthread_mutex_lock(&xdom_lock);

@@ -9,7 +9,8 @@
 # The tools' own exit status is only reported (ib_send_bw -h exits 1,
 # ibv_devices exits 1 when there is no device, ...), except that 127 (loader
 # failure) and death by signal fail the test.  A tool that is not installed
-# is skipped with a message.
+# fails the test: scripts/deps.sh installs every one (perftest, qperf,
+# ibverbs-utils, python3-pyverbs).
 #
 # Environment (set by ctest): UROCE_LIB_DIR (required); UROCE_SANITIZE=1
 # when the library is built with ASan/UBSan: the (uninstrumented) tools then
@@ -92,8 +93,7 @@ have() {
 	if command -v "$1" >/dev/null 2>&1; then
 		return 0
 	fi
-	skip=$((skip + 1))
-	echo "skip: $1 not installed"
+	bad "$1 not installed (scripts/deps.sh installs it)"
 	return 1
 }
 
@@ -135,8 +135,7 @@ except PyverbsRDMAError as e:
 		run "pyverbs efadv import" "$python" -c 'import pyverbs.providers.efa.efadv'
 	fi
 else
-	skip=$((skip + 1))
-	echo "skip: pyverbs ($python) not installed"
+	bad "pyverbs ($python) not installed (scripts/deps.sh installs python3-pyverbs)"
 fi
 
 finish

@@ -32,11 +32,9 @@ require_cmd tshark tshark
 require_cmd unshare util-linux
 require_cmd ss iproute2
 require_cmd ibv_rc_pingpong ibverbs-utils
+require_cmd ib_atomic_bw perftest
 require_uroce
-if ! /usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null; then
-	log "SKIP: /usr/bin/python3 has no scapy.contrib.roce (apt-get install python3-scapy)"
-	exit 0
-fi
+require_py_module scapy.contrib.roce python3-scapy
 TRAFFIC=$UROCE_BIN_DIR/roce_traffic
 CONFORM=$UROCE_SRC_DIR/tests/tools/roce_conform.py
 [[ -x $TRAFFIC ]] || die "$TRAFFIC not built"
@@ -106,14 +104,10 @@ pair ibv_uc_pingpong ibv_uc_pingpong -d uroce_lo -g 0 -m 2048 -s 5000 -n 3
 pair ibv_ud_pingpong ibv_ud_pingpong -d uroce_lo -g 0 -s 2048 -n 3
 pair ibv_srq_pingpong ibv_srq_pingpong -d uroce_lo -g 0 -s 3000 -n 3
 pair ibv_xsrq_pingpong ibv_xsrq_pingpong -d uroce_lo -g 0 -m 1024 -s 3000 -n 3
-if command -v ib_atomic_bw >/dev/null; then
-	pair ib_atomic_bw_cas ib_atomic_bw -d uroce_lo -x 0 -A CMP_AND_SWAP -n 20
-	pair ib_atomic_bw_faa ib_atomic_bw -d uroce_lo -x 0 -A FETCH_AND_ADD -n 20
-	pair ib_write_bw ib_write_bw -d uroce_lo -x 0 -s 10000 -n 20
-	pair ib_read_bw ib_read_bw -d uroce_lo -x 0 -s 10000 -n 20
-else
-	log "(perftest not installed: ib_atomic_bw, ib_write_bw, ib_read_bw skipped)"
-fi
+pair ib_atomic_bw_cas ib_atomic_bw -d uroce_lo -x 0 -A CMP_AND_SWAP -n 20
+pair ib_atomic_bw_faa ib_atomic_bw -d uroce_lo -x 0 -A FETCH_AND_ADD -n 20
+pair ib_write_bw ib_write_bw -d uroce_lo -x 0 -s 10000 -n 20
+pair ib_read_bw ib_read_bw -d uroce_lo -x 0 -s 10000 -n 20
 sleep 0.5
 stop_capture
 log "capture: $(grep -E "packets? (captured|dropped)" "$LOG_DIR/tshark.log" | tr '\n' ' ')"

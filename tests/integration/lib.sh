@@ -16,6 +16,7 @@
 #                          listens on $PORT, both bounded by timeouts, both
 #                          exit codes checked, both logs shown on failure;
 #   - require_cmd CMD PKG  skip the test (exit 0, "SKIP: ...") if CMD is missing;
+#   - require_py_module MOD PKG  the same for a module of /usr/bin/python3;
 #   - check/pass/fail/finish: count results, end with "N passed, N failed".
 #
 # Environment (set by ctest, see tests/CMakeLists.txt; defaults for a manual
@@ -81,6 +82,16 @@ require_cmd() {
 	local cmd=$1 pkg=${2:-$1}
 	if ! command -v "$cmd" >/dev/null 2>&1; then
 		log "SKIP: $cmd not found (install the Debian package $pkg, e.g. scripts/deps.sh)"
+		exit 0
+	fi
+}
+
+# Skip the whole test when a Python module of a Debian package is missing
+# (Debian's /usr/bin/python3, not another python3 on PATH).
+require_py_module() {
+	local mod=$1 pkg=$2
+	if ! /usr/bin/python3 -c "import $mod" >/dev/null 2>&1; then
+		log "SKIP: /usr/bin/python3 cannot import $mod (install the Debian package $pkg, e.g. scripts/deps.sh)"
 		exit 0
 	fi
 }

@@ -35,6 +35,7 @@ require_cmd ip iproute2
 require_cmd ss iproute2
 require_cmd pgrep procps
 require_cmd ibv_rc_pingpong ibverbs-utils
+require_cmd ib_write_bw perftest
 require_uroce
 
 P=ur$$ # namespace prefix: concurrent runs do not collide
@@ -204,25 +205,18 @@ else
 	show_logs mtu2048
 fi
 
-HAVE_PERFTEST=0
-if command -v ib_write_bw >/dev/null && command -v ib_read_bw >/dev/null &&
-	command -v ib_send_bw >/dev/null; then
-	HAVE_PERFTEST=1
-	for t in write read send; do
-		if xpair "ib_${t}_bw" 2 1 "ib_${t}_bw" -x 0 -s 65536 -n 500; then
-			if log_has "ib_${t}_bw" client 'Mtu[[:space:]]*:[[:space:]]*1024\[B\]'; then
-				pass "ib_${t}_bw h1 -> h2: $(awk '/^ *65536 / { print $4 " MB/s average" }' \
-					"$LOG_DIR/ib_${t}_bw.client.log"), Mtu 1024[B]"
-			else
-				fail "ib_${t}_bw: perftest did not pick the port MTU 1024"
-			fi
+for t in write read send; do
+	if xpair "ib_${t}_bw" 2 1 "ib_${t}_bw" -x 0 -s 65536 -n 500; then
+		if log_has "ib_${t}_bw" client 'Mtu[[:space:]]*:[[:space:]]*1024\[B\]'; then
+			pass "ib_${t}_bw h1 -> h2: $(awk '/^ *65536 / { print $4 " MB/s average" }' \
+				"$LOG_DIR/ib_${t}_bw.client.log"), Mtu 1024[B]"
 		else
-			fail "ib_${t}_bw h1 -> h2"
+			fail "ib_${t}_bw: perftest did not pick the port MTU 1024"
 		fi
-	done
-else
-	log "(perftest not installed: ib_write_bw, ib_read_bw, ib_send_bw and the cut-off of a bandwidth test skipped)"
-fi
+	else
+		fail "ib_${t}_bw h1 -> h2"
+	fi
+done
 
 # ---- a host cut off mid-transfer ---------------------------------------------------
 
@@ -302,9 +296,7 @@ cut_pp() {
 	timeout 10 ip -n "${HOSTS[2]}" link set dev v3 up
 }
 
-if ((HAVE_PERFTEST)); then
-	cut_bw
-fi
+cut_bw
 cut_pp
 check "h1 -> h3 again after the link came back (new QPs)" \
 	xpair rc_pingpong_after_cut 3 1 ibv_rc_pingpong -g 0 -n 200
@@ -360,9 +352,7 @@ restart() {
 		xpair "$name.second" 2 1 "$prog" "$@" "${second[@]}"
 }
 
-if ((HAVE_PERFTEST)); then
-	restart restart_bw ib_write_bw "-D 20" "-s 65536 -n 500" -x 0
-fi
+restart restart_bw ib_write_bw "-D 20" "-s 65536 -n 500" -x 0
 restart restart_pp ibv_rc_pingpong "-n 100000000" "-n 500" -g 0
 
 finish

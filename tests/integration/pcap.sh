@@ -11,7 +11,9 @@ source "$(dirname "$0")/lib.sh"
 
 require_cmd tshark tshark
 require_cmd ss iproute2
+require_cmd ibv_rc_pingpong ibverbs-utils
 require_uroce
+[[ -x $UROCE_BIN_DIR/uroce ]] || die "$UROCE_BIN_DIR/uroce not built"
 TOUR=$UROCE_BIN_DIR/verbs_tour
 [[ -x $TOUR ]] || die "$TOUR not built"
 
@@ -149,34 +151,30 @@ if tour tour_small -s 1; then
 fi
 
 # `uroce trace` around ibv_rc_pingpong: the client decodes its capture (-r)
-if command -v ibv_rc_pingpong >/dev/null && [[ -x $UROCE_BIN_DIR/uroce ]]; then
-	# a clean environment: `uroce` sets up the library path (and ASan) itself
-	launcher=$LOG_DIR/uroce-trace
-	printf '#!/bin/sh\nexec env -u LD_LIBRARY_PATH -u LD_PRELOAD "%s" trace "$@"\n' \
-		"$UROCE_BIN_DIR/uroce" >"$launcher"
-	chmod +x "$launcher"
-	alloc_port
-	if run_pair trace "$launcher" -w "$LOG_DIR/pp_server.pcap" ibv_rc_pingpong -g 0 -n 5 \
-		-s 3000 -p "$PORT" -- \
-		"$launcher" -w "$LOG_DIR/pp_client.pcap" -r ibv_rc_pingpong -g 0 -n 5 -s 3000 \
-		-p "$PORT" 127.0.0.1; then
-		check "uroce trace -r decoded the client's capture (RC Send First..Last, Acknowledge)" \
-			bash -c "grep -q 'RC Send First' '$LOG_DIR/trace.client.log' &&
-				 grep -q 'RC Send Last' '$LOG_DIR/trace.client.log' &&
-				 grep -q 'RC Acknowledge' '$LOG_DIR/trace.client.log'"
-		check "uroce trace told where the server's capture is" \
-			log_has trace server 'pp_server\.[0-9]+\.pcap'
-		srv=$(grep -oE '[^ ]*pp_server\.[0-9]+\.pcap' "$LOG_DIR/trace.server.log" | head -1)
-		if [[ -n $srv ]]; then
-			check_capture "trace server" "$srv" "$(decode "$srv")"
-		else
-			fail "uroce trace: no server capture named in its output"
-		fi
+# a clean environment: `uroce` sets up the library path (and ASan) itself
+launcher=$LOG_DIR/uroce-trace
+printf '#!/bin/sh\nexec env -u LD_LIBRARY_PATH -u LD_PRELOAD "%s" trace "$@"\n' \
+	"$UROCE_BIN_DIR/uroce" >"$launcher"
+chmod +x "$launcher"
+alloc_port
+if run_pair trace "$launcher" -w "$LOG_DIR/pp_server.pcap" ibv_rc_pingpong -g 0 -n 5 \
+	-s 3000 -p "$PORT" -- \
+	"$launcher" -w "$LOG_DIR/pp_client.pcap" -r ibv_rc_pingpong -g 0 -n 5 -s 3000 \
+	-p "$PORT" 127.0.0.1; then
+	check "uroce trace -r decoded the client's capture (RC Send First..Last, Acknowledge)" \
+		bash -c "grep -q 'RC Send First' '$LOG_DIR/trace.client.log' &&
+			 grep -q 'RC Send Last' '$LOG_DIR/trace.client.log' &&
+			 grep -q 'RC Acknowledge' '$LOG_DIR/trace.client.log'"
+	check "uroce trace told where the server's capture is" \
+		log_has trace server 'pp_server\.[0-9]+\.pcap'
+	srv=$(grep -oE '[^ ]*pp_server\.[0-9]+\.pcap' "$LOG_DIR/trace.server.log" | head -1)
+	if [[ -n $srv ]]; then
+		check_capture "trace server" "$srv" "$(decode "$srv")"
 	else
-		fail "uroce trace around ibv_rc_pingpong"
+		fail "uroce trace: no server capture named in its output"
 	fi
 else
-	log "SKIP: uroce trace part (no ibv_rc_pingpong or no uroce command)"
+	fail "uroce trace around ibv_rc_pingpong"
 fi
 
 finish

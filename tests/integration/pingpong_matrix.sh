@@ -12,6 +12,9 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 require_cmd ibv_devices ibverbs-utils
+for t in ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong ibv_xsrq_pingpong ibv_rc_pingpong; do
+	require_cmd "$t" ibverbs-utils
+done
 require_cmd ss iproute2
 require_uroce
 
@@ -24,10 +27,6 @@ CLIENT_TIMEOUT=60
 pingpong() {
 	local name=$1 tool=$2 opts=$3 summary=$4
 	local -a args=()
-	if ! command -v "$tool" >/dev/null; then
-		log "SKIP $name: $tool not installed"
-		return 0
-	fi
 	read -r -a args <<<"-d $dev -g 0 $opts"
 	alloc_port
 	if ! run_pair "$name" "${ON_UROCE[@]}" "$tool" "${args[@]}" -p "$PORT" -- \

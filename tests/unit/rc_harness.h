@@ -188,6 +188,7 @@ struct pair_opts {
 	uint32_t max_send_wr, max_recv_wr, max_sge, max_inline;
 	uint32_t psn_a, psn_b;
 	int cqe;
+	uint8_t rd_atomic; /* max_rd_atomic and max_dest_rd_atomic; 0: 16 */
 };
 
 struct side {
@@ -361,7 +362,7 @@ static inline int qp_connect(struct harness *h, int i)
 	a.path_mtu = o->mtu;
 	a.dest_qp_num = peer->qp_num;
 	a.rq_psn = i ? o->psn_a : o->psn_b;
-	a.max_dest_rd_atomic = 16;
+	a.max_dest_rd_atomic = o->rd_atomic ? o->rd_atomic : 16;
 	a.min_rnr_timer = o->min_rnr_timer;
 	a.ah_attr.is_global = 1;
 	a.ah_attr.grh.dgid = h->gid;
@@ -379,7 +380,7 @@ static inline int qp_connect(struct harness *h, int i)
 	a.retry_cnt = o->retry_cnt;
 	a.rnr_retry = o->rnr_retry;
 	a.sq_psn = i ? o->psn_b : o->psn_a;
-	a.max_rd_atomic = 16;
+	a.max_rd_atomic = o->rd_atomic ? o->rd_atomic : 16;
 	return ibv_modify_qp(qp, &a,
 			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 				 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);

@@ -381,7 +381,7 @@ out:
 /* ---- CQ overflow ---- */
 
 /* Wait for IBV_EVENT_CQ_ERR for cq on ctx's async fd (other events, like
- * PORT_ACTIVE at open, are acknowledged and skipped). */
+ * QP errors, are acknowledged and skipped). */
 static bool wait_cq_err(struct ibv_context *ctx, struct ibv_cq *cq, double timeout_s)
 {
 	double end = fu_now() + timeout_s;
