@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 
 struct uroce_td {
 	struct ibv_td ibtd;
@@ -108,6 +109,11 @@ static struct ibv_pd *uroce_alloc_parent_domain(struct ibv_context *context,
 	}
 	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
 		pd->pd_context = attr->pd_context;
+	if (uroce_obj_add(&pd->ibpd, UROCE_OBJ_PD)) {
+		free(pd);
+		errno = ENOMEM;
+		return NULL;
+	}
 	atomic_fetch_add(&prot->refs, 1);
 	if (pd->td)
 		atomic_fetch_add(&to_utd(pd->td)->refs, 1);
@@ -119,7 +125,7 @@ int uroce_parent_domain_free(struct uroce_pd *pd)
 	atomic_fetch_sub(&pd->prot->refs, 1);
 	if (pd->td)
 		atomic_fetch_sub(&to_utd(pd->td)->refs, 1);
-	free(pd);
+	uroce_obj_release(&pd->ibpd, pd);
 	return 0;
 }
 
