@@ -10,6 +10,7 @@
 #include "uroce.h"
 
 #define UROCE_GRH_BYTES 40
+enum { UROCE_WC_SL_ROCE_IPV4 = 2 }; /* mlx5's MLX5_CQE_ROCE_L3_HEADER_TYPE_IPV4 */
 
 static void send_wc(struct uroce_qp *qp, const struct ibv_send_wr *wr, enum ibv_wc_status st)
 {
@@ -200,6 +201,10 @@ void uroce_ud_rcv(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce
 	wc.qp_num = qp->ibqp.qp_base.qp_num;
 	wc.src_qp = ur_deth_sqp(pkt);
 	wc.wc_flags = IBV_WC_GRH;
+	/* RoCE has no SL on the wire: mlx5 reports the network-header type
+	 * there (0 IB GRH, 1 IPv6, 2 IPv4), and UCX's ud_verbs reads it to
+	 * know where the addresses in the GRH are; uroce receives IPv4 only */
+	wc.sl = UROCE_WC_SL_ROCE_IPV4;
 	if (pkt->mask & URM_IMMDT) {
 		wc.imm_data = ur_immdt_raw(pkt);
 		wc.wc_flags |= IBV_WC_WITH_IMM;

@@ -1,0 +1,139 @@
+/* uroce looks like the devices verbs programs are tested on (issue 11):
+ * the attributes ibv_query_device(_ex) reports are those of rxe/mlx5 for
+ * what uroce supports, and completions carry what mlx5 puts in them.
+ *
+ * Each test_* function is one item; main() runs them all.
+ */
+#include "rc_harness.h"
+
+/* ---- UD pair on the loopback device ---- */
+
+struct ud_side {
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_ah *ah; /* toward the other side */
+};
+
+static int ud_up(struct harness *h, struct ud_side u[2], uint8_t tclass)
+{
+	for (int i = 0; i < 2; i++) {
+		struct ibv_qp_init_attr ia = {
+		    .qp_type = IBV_QPT_UD,
+		    .cap = {.max_send_wr = 16,
+			    .max_recv_wr = 16,
+			    .max_send_sge = 1,
+			    .max_recv_sge = 1},
+		};
+		struct ibv_qp_attr a = {
+		    .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x11111111};
+
+		u[i].cq = ibv_create_cq(h->s[i].ctx, 64, NULL, NULL, 0);
+		if (!u[i].cq)
+			return -1;
+		ia.send_cq = ia.recv_cq = u[i].cq;
+		u[i].qp = ibv_create_qp(h->s[i].pd, &ia);
+		if (!u[i].qp)
+			return -1;
+		if (ibv_modify_qp(u[i].qp, &a,
+				  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+			return -1;
+		a.qp_state = IBV_QPS_RTR;
+		if (ibv_modify_qp(u[i].qp, &a, IBV_QP_STATE))
+			return -1;
+		a.qp_state = IBV_QPS_RTS;
+		a.sq_psn = 1;
+		if (ibv_modify_qp(u[i].qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+			return -1;
+	}
+	for (int i = 0; i < 2; i++) {
+		struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1};
+
+		aa.grh.dgid = h->gid;
+		aa.grh.hop_limit = 64;
+		aa.grh.traffic_class = tclass;
+		u[i].ah = ibv_create_ah(h->s[i].pd, &aa);
+		if (!u[i].ah)
+			return -1;
+	}
+	return 0;
+}
+
+static void ud_down(struct ud_side u[2])
+{
+	for (int i = 0; i < 2; i++) {
+		if (u[i].ah)
+			ibv_destroy_ah(u[i].ah);
+		if (u[i].qp)
+			ibv_destroy_qp(u[i].qp);
+		if (u[i].cq)
+			ibv_destroy_cq(u[i].cq);
+	}
+	memset(u, 0, 2 * sizeof(*u));
+}
+
+/* post a receive of rlen bytes at B's buf + roff */
+static int ud_recv(struct harness *h, struct ud_side *b, uint32_t roff, uint32_t rlen)
+{
+	struct ibv_sge sge = {(uintptr_t)(h->s[1].buf + roff), rlen, h->s[1].mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = 7, .sg_list = &sge, .num_sge = 1}, *bad;
+
+	return ibv_post_recv(b->qp, &wr, &bad);
+}
+
+/* send len bytes from A's buf to B */
+static int ud_send(struct harness *h, struct ud_side u[2], uint32_t len)
+{
+	struct ibv_sge sge = {(uintptr_t)h->s[0].buf, len, h->s[0].mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 9,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	struct ibv_wc wc;
+
+	wr.wr.ud.ah = u[0].ah;
+	wr.wr.ud.remote_qpn = u[1].qp->qp_num;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	if (ibv_post_send(u[0].qp, &wr, &bad))
+		return -1;
+	if (wait_wc(u[0].cq, &wc, 1, WAIT_MS) || wc.status != IBV_WC_SUCCESS)
+		return -1;
+	return 0;
+}
+
+/* UD receive completions carry the RoCE network-header type in wc.sl, as
+ * mlx5 reports it: 2 = the GRH holds an IPv4 header. */
+static void test_ud_wc_sl(struct harness *h)
+{
+	struct ud_side u[2] = {0};
+	struct ibv_wc wc;
+
+	if (ud_up(h, u, 0)) {
+		CHECK(0, "UD pair: %s", strerror(errno));
+		goto out;
+	}
+	CHECK(!ud_recv(h, &u[1], 0, 40 + 256), "post_recv");
+	CHECK(!ud_send(h, u, 256), "UD send");
+	CHECK(!wait_wc(u[1].cq, &wc, 1, WAIT_MS), "UD receive completion");
+	CHECK(wc.status == IBV_WC_SUCCESS, "status %d", wc.status);
+	CHECK(wc.wc_flags & IBV_WC_GRH, "IBV_WC_GRH not set");
+	CHECK(wc.sl == 2, "wc.sl %u, want 2 (IPv4 network header, as mlx5)", wc.sl);
+out:
+	ud_down(u);
+}
+
+int main(void)
+{
+	struct harness h;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (harness_open(&h)) {
+		printf("FAIL: cannot open the loopback device\n");
+		return 1;
+	}
+	test_ud_wc_sl(&h);
+	harness_close(&h);
+	printf("%u passed, %u failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
