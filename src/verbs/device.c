@@ -151,8 +151,11 @@ static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 	a->max_res_rd_atom = UROCE_MAX_RD_ATOM * UROCE_MAX_QP;
 	a->max_qp_init_rd_atom = UROCE_MAX_RD_ATOM;
 	a->max_ee_init_rd_atom = 0;
-	/* CPU atomic instructions on host memory: atomic against everything */
-	a->atomic_cap = IBV_ATOMIC_GLOB;
+	/* Reported as rxe does: UCX enables device atomics only for
+	 * IBV_ATOMIC_HCA.  The implementation is stronger than that (CPU
+	 * atomic instructions on host memory, atomic against the host's own
+	 * atomics too, what IBV_ATOMIC_GLOB would promise). */
+	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ee = 0;
 	a->max_rdd = 0;
 	a->max_mw = UROCE_MAX_MR;

@@ -123,6 +123,14 @@ out:
 	ud_down(u);
 }
 
+/* atomic_cap is IBV_ATOMIC_HCA, as rxe reports: UCX turns device atomics
+ * on only for HCA (the implementation is globally atomic, README). */
+static void test_atomic_cap(struct harness *h)
+{
+	CHECK(h->dattr.atomic_cap == IBV_ATOMIC_HCA, "atomic_cap %d, want IBV_ATOMIC_HCA",
+	      h->dattr.atomic_cap);
+}
+
 int main(void)
 {
 	struct harness h;
@@ -133,6 +141,7 @@ int main(void)
 		return 1;
 	}
 	test_ud_wc_sl(&h);
+	test_atomic_cap(&h);
 	harness_close(&h);
 	printf("%u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
