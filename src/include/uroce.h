@@ -44,10 +44,14 @@ enum {
 	UROCE_MAX_RD_ATOM = 16,	   /* max_qp_rd_atom / max_qp_init_rd_atom */
 	UROCE_EP_SLOTS = 256,	   /* QPNs per UDP endpoint: qpn = port << 8 | slot */
 	UROCE_MAX_MSG = 1u << 31,  /* max_msg_sz */
-	UROCE_VENDOR_ID = 0x000000, /* none registered: not Mellanox/Amazon */
-	UROCE_VENDOR_PART = 0x0001,
+	/* rxe's: a software RoCE device, no IEEE OUI (tools treat 0 as "no
+	 * device"); the part id tells uroce (0x7572, "ur") from rxe (0) */
+	UROCE_VENDOR_ID = 0xffffff,
+	UROCE_VENDOR_PART = 0x7572,
+	UROCE_HW_VER = 1,
 };
 #define UROCE_MAX_MR_SIZE (1ull << 40)
+#define UROCE_FW_VER "0.1.0" /* fw_ver: the uroce release */
 
 /* ---- Devices (src/net/ifaddr.c, src/verbs/device.c) ---- */
 struct uroce_gid_entry {

@@ -127,14 +127,15 @@ static struct uroce_dev *to_udev(struct ibv_context *c)
 static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 {
 	memset(a, 0, sizeof(*a));
-	snprintf(a->fw_ver, sizeof(a->fw_ver), "uroce 0.1");
+	/* the release, in the dotted form ibv_devinfo shows for hardware */
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", UROCE_FW_VER);
 	a->node_guid = d->guid;
 	a->sys_image_guid = d->guid;
 	a->max_mr_size = UROCE_MAX_MR_SIZE;
 	a->page_size_cap = 0xfffff000; /* 4 KiB and up */
 	a->vendor_id = UROCE_VENDOR_ID;
 	a->vendor_part_id = UROCE_VENDOR_PART;
-	a->hw_ver = 1;
+	a->hw_ver = UROCE_HW_VER;
 	a->max_qp = UROCE_MAX_QP;
 	a->max_qp_wr = UROCE_MAX_QP_WR;
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |

@@ -131,6 +131,21 @@ static void test_atomic_cap(struct harness *h)
 	      h->dattr.atomic_cap);
 }
 
+/* vendor_id is not 0 (tools take 0 for "no device"): rxe's 0xFFFFFF, a
+ * part id of uroce's own, a hardware version and a dotted firmware
+ * version. */
+static void test_vendor(struct harness *h)
+{
+	const struct ibv_device_attr *a = &h->dattr;
+	unsigned int x, y, z;
+
+	CHECK(a->vendor_id == 0xffffff, "vendor_id 0x%x, want 0xffffff (rxe's)", a->vendor_id);
+	CHECK(a->vendor_part_id != 0, "vendor_part_id 0");
+	CHECK(a->hw_ver != 0, "hw_ver 0");
+	CHECK(sscanf(a->fw_ver, "%u.%u.%u", &x, &y, &z) == 3, "fw_ver '%s' is not N.N.N",
+	      a->fw_ver);
+}
+
 int main(void)
 {
 	struct harness h;
@@ -142,6 +157,7 @@ int main(void)
 	}
 	test_ud_wc_sl(&h);
 	test_atomic_cap(&h);
+	test_vendor(&h);
 	harness_close(&h);
 	printf("%u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
