@@ -124,6 +124,17 @@ static struct uroce_dev *to_udev(struct ibv_context *c)
 
 /* ---- queries ---- */
 
+/* What rxe reports, for what uroce has: RNR NAKs, window types 1 and 2B
+ * with LOCAL_INV/SEND_WITH_INV (MEM_MGT_EXTENSIONS), XRC (libfabric turns
+ * it off without the flag), the one port's AV check.  Left out on purpose:
+ * AUTO_PATH_MIG (no alternate paths), SRQ_RESIZE (no SRQ resize),
+ * BAD_PKEY_CNTR/BAD_QKEY_CNTR (no port counters through MADs),
+ * CHANGE_PHY_PORT (one port). */
+#define UROCE_DEVICE_CAP_FLAGS                                                                     \
+	(IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |  \
+	 IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_XRC |                       \
+	 IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B)
+
 static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -138,9 +149,7 @@ static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 	a->hw_ver = UROCE_HW_VER;
 	a->max_qp = UROCE_MAX_QP;
 	a->max_qp_wr = UROCE_MAX_QP_WR;
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
-			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
-			      IBV_DEVICE_SYS_IMAGE_GUID;
+	a->device_cap_flags = UROCE_DEVICE_CAP_FLAGS;
 	a->max_sge = UROCE_MAX_SGE;
 	a->max_sge_rd = UROCE_MAX_SGE;
 	a->max_cq = UROCE_MAX_CQ;
@@ -198,6 +207,9 @@ static int uroce_query_device_ex(struct ibv_context *context,
 	memset(&a, 0, sizeof(a));
 	fill_device_attr(to_udev(context), &a.orig_attr);
 	a.phys_port_cnt_ex = 1;
+	/* the 64-bit flags: the 32 of device_cap_flags, none of the upper
+	 * ones (RAW_SCATTER_FCS, PCI_WRITE_END_PADDING are raw-packet/PCI) */
+	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
 	/* completion timestamps: CLOCK_MONOTONIC ns, a 1 GHz clock (cq_ex.c) */
 	a.completion_timestamp_mask = UINT64_MAX;
 	a.hca_core_clock = UROCE_HCA_CLOCK_KHZ;

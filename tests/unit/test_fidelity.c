@@ -4,6 +4,8 @@
  *
  * Each test_* function is one item; main() runs them all.
  */
+#include <fcntl.h>
+
 #include "rc_harness.h"
 
 /* ---- UD pair on the loopback device ---- */
@@ -146,6 +148,57 @@ static void test_vendor(struct harness *h)
 	      a->fw_ver);
 }
 
+/* device_cap_flags: every flag rxe sets for what uroce has, the same in
+ * ibv_query_device_ex's 64-bit device_cap_flags_ex; and what they promise
+ * works (an XRC domain, a type 2 window). */
+static void test_cap_flags(struct harness *h)
+{
+	static const struct {
+		unsigned int flag;
+		const char *name;
+	} want[] = {
+	    {IBV_DEVICE_RC_RNR_NAK_GEN, "RC_RNR_NAK_GEN"},
+	    {IBV_DEVICE_PORT_ACTIVE_EVENT, "PORT_ACTIVE_EVENT"},
+	    {IBV_DEVICE_SYS_IMAGE_GUID, "SYS_IMAGE_GUID"},
+	    {IBV_DEVICE_UD_AV_PORT_ENFORCE, "UD_AV_PORT_ENFORCE"},
+	    {IBV_DEVICE_MEM_WINDOW, "MEM_WINDOW"},
+	    {IBV_DEVICE_MEM_WINDOW_TYPE_2B, "MEM_WINDOW_TYPE_2B"},
+	    {IBV_DEVICE_MEM_MGT_EXTENSIONS, "MEM_MGT_EXTENSIONS"},
+	    {IBV_DEVICE_XRC, "XRC"},
+	};
+	static const unsigned int not_there =
+	    IBV_DEVICE_AUTO_PATH_MIG | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_RESIZE_MAX_WR |
+	    IBV_DEVICE_MANAGED_FLOW_STEERING | IBV_DEVICE_RAW_IP_CSUM | IBV_DEVICE_UD_IP_CSUM;
+	struct ibv_device_attr_ex ax;
+	struct ibv_xrcd_init_attr xa = {.comp_mask =
+					    IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+					.fd = -1,
+					.oflags = O_CREAT};
+	struct ibv_xrcd *x;
+	struct ibv_mw *mw;
+	int err;
+
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		CHECK(h->dattr.device_cap_flags & want[i].flag, "IBV_DEVICE_%s not set",
+		      want[i].name);
+	CHECK(!(h->dattr.device_cap_flags & not_there), "flags 0x%x reported, not implemented",
+	      h->dattr.device_cap_flags & not_there);
+	memset(&ax, 0, sizeof(ax));
+	err = ibv_query_device_ex(h->s[0].ctx, NULL, &ax);
+	CHECK(!err, "query_device_ex: %s", strerror(err));
+	CHECK(ax.device_cap_flags_ex == h->dattr.device_cap_flags,
+	      "device_cap_flags_ex 0x%llx != device_cap_flags 0x%x",
+	      (unsigned long long)ax.device_cap_flags_ex, h->dattr.device_cap_flags);
+	x = ibv_open_xrcd(h->s[0].ctx, &xa);
+	CHECK(x, "IBV_DEVICE_XRC, but ibv_open_xrcd: %s", strerror(errno));
+	if (x)
+		ibv_close_xrcd(x);
+	mw = ibv_alloc_mw(h->s[0].pd, IBV_MW_TYPE_2);
+	CHECK(mw, "MEM_WINDOW_TYPE_2B, but ibv_alloc_mw(TYPE_2): %s", strerror(errno));
+	if (mw)
+		ibv_dealloc_mw(mw);
+}
+
 int main(void)
 {
 	struct harness h;
@@ -158,6 +211,7 @@ int main(void)
 	test_ud_wc_sl(&h);
 	test_atomic_cap(&h);
 	test_vendor(&h);
+	test_cap_flags(&h);
 	harness_close(&h);
 	printf("%u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
