@@ -188,13 +188,14 @@ static struct uroce_cq *create_cq(struct ibv_context *context, int cqe, void *cq
 UROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
 					  struct ibv_comp_channel *channel, int comp_vector)
 {
-	struct uroce_cq *cq =
-	    create_cq(context, cqe, cq_context, channel, comp_vector, IBV_WC_STANDARD_FLAGS, 0);
+	struct uroce_cq *cq = create_cq(context, cqe, cq_context, channel, comp_vector,
+					IBV_WC_STANDARD_FLAGS, 0);
 
 	return cq ? ibv_cq_ex_to_cq(&cq->ibcq) : NULL;
 }
 
-struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr)
+struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *context,
+				     struct ibv_cq_init_attr_ex *attr)
 {
 	struct uroce_cq *cq;
 	int err = uroce_cq_ex_check(context, attr);
@@ -251,7 +252,8 @@ static void notify(struct uroce_cq *cq)
 	uint64_t h = cq->handle;
 
 	if (ch && write(ch->wr_fd, &h, sizeof(h)) != sizeof(h))
-		ur_warn("completion channel full: event for CQ %llu lost", (unsigned long long)h);
+		ur_warn("completion channel full: event for CQ %llu lost",
+			(unsigned long long)h);
 }
 
 void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)

@@ -71,7 +71,7 @@ static int alloc_queues(struct uroce_qp *qp, const struct ibv_qp_cap *cap)
 	return 0;
 }
 
-static void free_qp(struct uroce_qp *qp)
+static void free_qp_res(struct uroce_qp *qp)
 {
 	uroce_stats_qp_del(qp->ctx, qp->stats);
 	uroce_qpx_fini(qp);
@@ -80,6 +80,11 @@ static void free_qp(struct uroce_qp *qp)
 	free(qp->rq.wqe);
 	free(qp->resp.res);
 	pthread_mutex_destroy(&qp->lock);
+}
+
+static void free_qp(struct uroce_qp *qp)
+{
+	free_qp_res(qp);
 	free(qp);
 }
 
@@ -286,6 +291,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		return ur_dbg("destroy_qp: qp is NULL"), EINVAL;
 	qp = to_uqp(ibqp);
 	ctx = qp->ctx;
+	uroce_async_qp_wait_acks(qp);
 	uroce_mcast_detach_all(qp);
 	pthread_mutex_lock(&ctx->lock);
 	uroce_ep_put(ctx, qp); /* no packet reaches the QP after this */
@@ -311,7 +317,9 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		uroce_xrcd_put(qp->xrcd);
 	if (ibqp->srq)
 		atomic_fetch_sub(&to_usrq(ibqp->srq)->refs, 1);
-	free_qp(qp);
+	free_qp_res(qp);
+	if (!uroce_async_qp_retire(qp))
+		free(qp);
 	return 0;
 }
 
@@ -590,6 +598,8 @@ static int prepare_swqe(struct uroce_qp *qp, const struct ibv_send_wr *wr, struc
 			       EINVAL;
 		/* Inline data is copied now; the buffers need no lkey. */
 		for (int i = 0; i < wr->num_sge; i++) {
+			if (!wr->sg_list[i].length)
+				continue; /* UCX posts empty ones with addr 0 */
 			memcpy(inline_slot + off, (void *)(uintptr_t)wr->sg_list[i].addr,
 			       wr->sg_list[i].length);
 			off += wr->sg_list[i].length;
