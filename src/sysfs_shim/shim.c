@@ -300,16 +300,7 @@ _Static_assert(sizeof(struct stat) == sizeof(struct stat64), "stat64 layout");
 #define SHIM_STAT(name)                                                                            \
 	SHIM_EXPORT int name(const char *path, struct stat *st)                                    \
 	{                                                                                          \
-		int ret;                                                                           \
-		SHIM_MAP_OR_FAIL(p, path, -1);                                                     \
-		if (!shim_get_##name()) {                                                          \
-			errno = ENOSYS;                                                            \
-			return -1;                                                                 \
-		}                                                                                  \
-		ret = shim_get_##name()(p, st);                                                    \
-		if (!ret)                                                                          \
-			shim_fix_stat(path, p, st);                                                \
-		return ret;                                                                        \
+		return shim_stat_with(shim_get_##name, path, st);                                  \
 	}
 #define SHIM_XSTAT(name)                                                                           \
 	SHIM_EXPORT int name(int ver, const char *path, struct stat *st)                           \
@@ -350,6 +341,21 @@ int __lxstat64(int ver, const char *path, struct stat *st);
 int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags);
 int __fxstatat64(int ver, int dirfd, const char *path, struct stat *st, int flags);
 
+static int shim_stat_with(stat_fn (*get)(void), const char *path, struct stat *st)
+{
+	int ret;
+	SHIM_MAP_OR_FAIL(p, path, -1);
+
+	if (!get()) {
+		errno = ENOSYS;
+		return -1;
+	}
+	ret = get()(p, st);
+	if (!ret)
+		shim_fix_stat(path, p, st);
+	return ret;
+}
+
 SHIM_STAT(stat)
 SHIM_STAT(lstat)
 SHIM_XSTAT(__xstat)
@@ -359,26 +365,12 @@ SHIM_XSTAT(__lxstat64)
 
 SHIM_EXPORT int stat64(const char *path, struct stat64 *st64)
 {
-	struct stat *st = (struct stat *)st64;
-	int ret;
-	SHIM_MAP_OR_FAIL(p, path, -1);
-
-	ret = shim_get_stat64() ? shim_get_stat64()(p, st) : (errno = ENOSYS, -1);
-	if (!ret)
-		shim_fix_stat(path, p, st);
-	return ret;
+	return shim_stat_with(shim_get_stat64, path, (struct stat *)st64);
 }
 
 SHIM_EXPORT int lstat64(const char *path, struct stat64 *st64)
 {
-	struct stat *st = (struct stat *)st64;
-	int ret;
-	SHIM_MAP_OR_FAIL(p, path, -1);
-
-	ret = shim_get_lstat64() ? shim_get_lstat64()(p, st) : (errno = ENOSYS, -1);
-	if (!ret)
-		shim_fix_stat(path, p, st);
-	return ret;
+	return shim_stat_with(shim_get_lstat64, path, (struct stat *)st64);
 }
 
 SHIM_EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags)

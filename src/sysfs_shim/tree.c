@@ -54,6 +54,21 @@ static int tree_mkdirs(const char *path)
 	return 0;
 }
 
+/* path = ROOT/<dir>/<name>, ROOT/<dir> created. */
+static int tree_path(char path[PATH_MAX], const char *dir, const char *name)
+{
+	int ret;
+
+	if (snprintf(path, PATH_MAX, "%s/%s", tree_root, dir) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	ret = tree_mkdirs(path);
+	if (ret)
+		return ret;
+	if (snprintf(path, PATH_MAX, "%s/%s/%s", tree_root, dir, name) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
 /* Write ROOT/<dir>/<name> with the printf-formatted text and a newline. */
 static int __attribute__((format(printf, 3, 4)))
 tree_file(const char *dir, const char *name, const char *fmt, ...)
@@ -63,13 +78,9 @@ tree_file(const char *dir, const char *name, const char *fmt, ...)
 	int len, fd, ret;
 	ssize_t n;
 
-	if (snprintf(path, sizeof(path), "%s/%s", tree_root, dir) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
-	ret = tree_mkdirs(path);
+	ret = tree_path(path, dir, name);
 	if (ret)
 		return ret;
-	if (snprintf(path, sizeof(path), "%s/%s/%s", tree_root, dir, name) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
 	va_start(ap, fmt);
 	len = vsnprintf(text, sizeof(text) - 1, fmt, ap);
 	va_end(ap);
@@ -91,13 +102,9 @@ static int tree_link(const char *dir, const char *name, const char *target)
 	char path[PATH_MAX];
 	int ret;
 
-	if (snprintf(path, sizeof(path), "%s/%s", tree_root, dir) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
-	ret = tree_mkdirs(path);
+	ret = tree_path(path, dir, name);
 	if (ret)
 		return ret;
-	if (snprintf(path, sizeof(path), "%s/%s/%s", tree_root, dir, name) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
 	if (unlink(path) && errno != ENOENT)
 		return -errno;
 	return symlink(target, path) ? -errno : 0;

@@ -79,28 +79,15 @@ UROCE_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_asy
 	}
 	memset(event, 0, sizeof(*event));
 	event->event_type = (enum ibv_event_type)r.type;
-	switch (event->event_type) {
-	case IBV_EVENT_CQ_ERR:
-		event->element.cq = ibv_cq_ex_to_cq((struct ibv_cq_ex *)r.obj);
-		break;
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
+	if (is_qp_event(event->event_type))
 		event->element.qp = r.obj;
-		break;
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	else if (event->event_type == IBV_EVENT_CQ_ERR)
+		event->element.cq = ibv_cq_ex_to_cq((struct ibv_cq_ex *)r.obj);
+	else if (event->event_type == IBV_EVENT_SRQ_ERR ||
+		 event->event_type == IBV_EVENT_SRQ_LIMIT_REACHED)
 		event->element.srq = r.obj;
-		break;
-	default:
+	else
 		event->element.port_num = (int)r.port;
-		break;
-	}
 	return 0;
 }
 

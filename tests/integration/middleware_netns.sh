@@ -15,6 +15,8 @@
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/integration/lib_ucx.sh
+source "$(dirname "$0")/lib_ucx.sh"
 
 if ((EUID != 0)); then
 	log "SKIP: needs root (network namespaces, a veth pair)"
@@ -53,26 +55,15 @@ listening() {
 
 dev=uroce_mwv
 common=(UROCE_IFACES=mwv UCX_NET_DEVICES=$dev:1 UCX_WARN_UNUSED_ENV_VARS=n)
-perf() {
-	local name=$1 tls=$2
-	shift 2
-	alloc_port
-	if run_pair "$name" ip netns exec "$NSA" env "${common[@]}" UCX_TLS="$tls" \
-		"$UROCE" run ucx_perftest -p "$PORT" -- \
-		ip netns exec "$NSB" env "${common[@]}" UCX_TLS="$tls" \
-		"$UROCE" run ucx_perftest 10.202.0.1 -p "$PORT" -f "$@" &&
-		log_has "$name" client '^ +[0-9]+ +[0-9.]+ '; then
-		pass "$name: $(grep -E '^ +[0-9]+ +[0-9.]+ ' "$LOG_DIR/$name.client.log" | tail -1 | xargs)"
-	else
-		fail "$name"
-	fi
-}
+UCX_SRV_PRE=(ip netns exec "$NSA" env "${common[@]}")
+UCX_CLI_PRE=(ip netns exec "$NSB" env "${common[@]}")
+UCX_HOST=10.202.0.1
 
-perf netns_uct_rc_am_lat all -t am_lat -x rc_verbs -d $dev:1 -n 2000 -w 100
-perf netns_uct_rc_put_bw all -t put_bw -x rc_verbs -d $dev:1 -D zcopy -s 65536 -n 300 -w 10
-perf netns_uct_ud_am_lat all -t am_lat -x ud_verbs -d $dev:1 -n 2000 -w 100
-perf netns_ucp_rc_tag_lat rc -t tag_lat -n 2000 -w 100
-perf netns_ucp_rc_tag_bw rc -t tag_bw -s 1048576 -n 100 -w 5
+ucx_perf netns_uct_rc_am_lat all -t am_lat -x rc_verbs -d $dev:1 -n 2000 -w 100
+ucx_perf netns_uct_rc_put_bw all -t put_bw -x rc_verbs -d $dev:1 -D zcopy -s 65536 -n 300 -w 10
+ucx_perf netns_uct_ud_am_lat all -t am_lat -x ud_verbs -d $dev:1 -n 2000 -w 100
+ucx_perf netns_ucp_rc_tag_lat rc -t tag_lat -n 2000 -w 100
+ucx_perf netns_ucp_rc_tag_bw rc -t tag_bw -s 1048576 -n 100 -w 5
 
 if command -v mpicc.mpich >/dev/null && command -v mpirun.mpich >/dev/null; then
 	mpicc.mpich -O2 -Wall -o "$LOG_DIR/mpi_check.mpich" "$UROCE_SRC_DIR/tests/tools/mpi_check.c"

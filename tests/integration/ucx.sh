@@ -8,6 +8,8 @@
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/integration/lib_ucx.sh
+source "$(dirname "$0")/lib_ucx.sh"
 
 require_cmd ucx_info ucx-utils
 require_cmd ucx_perftest ucx-utils
@@ -23,33 +25,19 @@ for tl in rc_verbs ud_verbs; do
 		"$out" "$tl" "$dev:1"
 done
 
-# perf NAME UCX_TLS TEST ARGS...: one ucx_perftest server/client pair.
-perf() {
-	local name=$1 tls=$2
-	shift 2
-	alloc_port
-	if run_pair "$name" env UCX_TLS="$tls" "$UROCE" run ucx_perftest -p "$PORT" -- \
-		env UCX_TLS="$tls" "$UROCE" run ucx_perftest 127.0.0.1 -p "$PORT" -f "$@" &&
-		log_has "$name" client '^ +[0-9]+ +[0-9.]+ '; then
-		pass "$name: $(grep -E '^ +[0-9]+ +[0-9.]+ ' "$LOG_DIR/$name.client.log" | tail -1 | xargs)"
-	else
-		fail "$name"
-	fi
-}
-
 # UCT level: the transport alone.
-perf uct_rc_am_lat all -t am_lat -x rc_verbs -d $dev:1 -n 2000 -w 100
-perf uct_rc_put_bw all -t put_bw -x rc_verbs -d $dev:1 -D zcopy -s 65536 -n 300 -w 10
-perf uct_rc_get_bw all -t get -x rc_verbs -d $dev:1 -D zcopy -s 65536 -n 300 -w 10
-perf uct_rc_add_lat all -t add_lat -x rc_verbs -d $dev:1 -n 2000 -w 100
-perf uct_ud_am_lat all -t am_lat -x ud_verbs -d $dev:1 -n 2000 -w 100
-perf uct_ud_am_bw all -t am_bw -x ud_verbs -d $dev:1 -n 2000 -w 100
+ucx_perf uct_rc_am_lat all -t am_lat -x rc_verbs -d $dev:1 -n 2000 -w 100
+ucx_perf uct_rc_put_bw all -t put_bw -x rc_verbs -d $dev:1 -D zcopy -s 65536 -n 300 -w 10
+ucx_perf uct_rc_get_bw all -t get -x rc_verbs -d $dev:1 -D zcopy -s 65536 -n 300 -w 10
+ucx_perf uct_rc_add_lat all -t add_lat -x rc_verbs -d $dev:1 -n 2000 -w 100
+ucx_perf uct_ud_am_lat all -t am_lat -x ud_verbs -d $dev:1 -n 2000 -w 100
+ucx_perf uct_ud_am_bw all -t am_bw -x ud_verbs -d $dev:1 -n 2000 -w 100
 
 # UCP level, with UCX's own proof of the transport it chose.
-perf ucp_rc_tag_lat rc -t tag_lat -n 2000 -w 100
-perf ucp_rc_tag_bw rc -t tag_bw -s 1048576 -n 100 -w 5
-perf ucp_ud_tag_lat ud_verbs -t tag_lat -n 2000 -w 100
-perf ucp_ud_tag_bw ud_verbs -t tag_bw -s 65536 -n 100 -w 5
+ucx_perf ucp_rc_tag_lat rc -t tag_lat -n 2000 -w 100
+ucx_perf ucp_rc_tag_bw rc -t tag_bw -s 1048576 -n 100 -w 5
+ucx_perf ucp_ud_tag_lat ud_verbs -t tag_lat -n 2000 -w 100
+ucx_perf ucp_ud_tag_bw ud_verbs -t tag_bw -s 65536 -n 100 -w 5
 alloc_port
 if run_pair ucp_lanes env UCX_TLS=rc "$UROCE" run ucx_perftest -p "$PORT" -- \
 	env UCX_TLS=rc UCX_LOG_LEVEL=info "$UROCE" run ucx_perftest 127.0.0.1 -p "$PORT" -t tag_lat -n 100 -w 10 -f; then
