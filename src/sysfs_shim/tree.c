@@ -34,24 +34,27 @@
 
 static const char *tree_root;
 
+/* mkdir -p: one mkdir when the parent exists (the usual case here). */
 static int tree_mkdirs(const char *path)
 {
 	char buf[PATH_MAX];
-	char *p;
+	char *slash;
+	int ret;
 
+	if (!mkdir(path, 0755) || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT)
+		return -errno;
 	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
 		return -ENAMETOOLONG;
-	for (p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0755) && errno != EEXIST)
-		return -errno;
-	return 0;
+	slash = strrchr(buf, '/');
+	if (!slash || slash == buf)
+		return -ENOENT;
+	*slash = '\0';
+	ret = tree_mkdirs(buf);
+	if (ret)
+		return ret;
+	return mkdir(path, 0755) && errno != EEXIST ? -errno : 0;
 }
 
 /* path = ROOT/<dir>/<name>, ROOT/<dir> created. */
