@@ -154,6 +154,17 @@ TARGETS = [
     # "1,024 QPs do not collapse": at least half of what one QP moves
     ("ib_write_bw 64 KiB: 1,024 QPs / 1 QP",
      ("uroce", "ib_write_bw", "rc_q1024", KEY_BW), ("uroce", "ib_write_bw", "rc", KEY_BW), ">=", 0.5, "bw_MBps"),
+    # middleware (issue 13): the same UCX and the same Open MPI, on uroce and on TCP
+    ("UCX tag_lat 8 B: rc_verbs on uroce / UCX tcp",
+     ("ucx", "tag_lat", "rc_verbs", 8), ("ucx", "tag_lat", "tcp", 8), "<=", 1.0, "lat_us"),
+    ("UCX tag_bw 1 MiB: rc_verbs on uroce / UCX tcp",
+     ("ucx", "tag_bw", "rc_verbs", 1048576), ("ucx", "tag_bw", "tcp", 1048576), ">=", 1.0, "bw_MBps"),
+    ("UCX rc_verbs tag_lat 8 B / ib_send_lat 8 B t_typical",
+     ("ucx", "tag_lat", "rc_verbs", 8), ("uroce", "ib_send_lat", "rc", 8), "<=", 1.3, "lat_us"),
+    ("Open MPI ping-pong 8 B latency: uroce / TCP (both pml ucx)",
+     ("mpi", "pingpong", "uroce", 8), ("mpi", "pingpong", "tcp", 8), "<=", 1.0, "lat_us"),
+    ("Open MPI ping-pong 1 MiB bandwidth: uroce / TCP (both pml ucx)",
+     ("mpi", "pingpong", "uroce", 1048576), ("mpi", "pingpong", "tcp", 1048576), ">=", 1.0, "bw_MBps"),
     ("veth: ib_write_bw 64 KiB / qperf tcp_bw 64 KiB",
      ("uroce", "ib_write_bw", "veth", KEY_BW), ("qperf", "tcp_bw", "veth", KEY_BW), ">=", 1.0, "bw_MBps"),
 ]

@@ -34,7 +34,7 @@ usage: bench/run.sh [--quick] [--out DIR] [--reps N] [options]
   --no-veth        skip the network-namespace/veth part (needs root)
   --no-ucx         skip ucx_perftest
   --only LIST      run only these sections (comma-separated, in the usual order):
-                   floors,qperf,ucx,sweep,key,cpu,veth
+                   floors,qperf,ucx,mw,sweep,key,cpu,veth
   -h, --help       this text
 EOF
 }
@@ -48,7 +48,7 @@ INSTALL=1
 VETH=1
 UCX=1
 ONLY=""
-ALL_SECTIONS="floors qperf ucx sweep key cpu veth"
+ALL_SECTIONS="floors qperf ucx mw sweep key cpu veth"
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -496,16 +496,23 @@ pingpong() {
 	done
 }
 
-# ucx_perftest over UCX's tcp transport: TEST SIZE REP METRIC ITERS
+# ucx_perftest over UCX's tcp transport, or (VARIANT rc_verbs) over uroce's
+# rc_verbs through `uroce run`: TEST SIZE REP METRIC ITERS [VARIANT]
 ucx_point() {
-	local test=$1 size=$2 rep=$3 metric=$4 iters=$5 label="ucx_$1_$2_r$3" spid row v
+	local test=$1 size=$2 rep=$3 metric=$4 iters=$5 variant=${6:-tcp}
+	local label="ucx_$1_$2_r$3" spid row v run=()
 	next_port
 	local envs=(UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n)
-	env "${envs[@]}" timeout -k 3 90 ucx_perftest -p "$PORT" </dev/null >"$RAW/$label.srv" 2>&1 &
+	if [[ $variant == rc_verbs ]]; then
+		label="ucx_rc_$1_$2_r$3"
+		envs=(UCX_TLS=rc UCX_NET_DEVICES=uroce_lo:1 UCX_WARN_UNUSED_ENV_VARS=n)
+		run=("$UROCE" run)
+	fi
+	env "${envs[@]}" timeout -k 3 90 "${run[@]}" ucx_perftest -p "$PORT" </dev/null >"$RAW/$label.srv" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
 	if wait_listen "$PORT" "" 10 "$spid"; then
-		env "${envs[@]}" timeout -k 3 90 ucx_perftest 127.0.0.1 -p "$PORT" -t "$test" -s "$size" \
+		env "${envs[@]}" timeout -k 3 90 "${run[@]}" ucx_perftest 127.0.0.1 -p "$PORT" -t "$test" -s "$size" \
 			-n "$iters" -w $((iters / 10 + 10)) -f </dev/null >"$RAW/$label.cli" 2>&1
 	fi
 	reap "$spid" 3
@@ -518,9 +525,32 @@ ucx_point() {
 		else
 			v=$(awk '{ print $2 }' <<<"$row") # the median one-way latency
 		fi
-		record ucx "$test" tcp "$size" "$rep" "$metric" "$v" ok
+		record ucx "$test" "$variant" "$size" "$rep" "$metric" "$v" ok
 	else
-		record ucx "$test" tcp "$size" "$rep" "$metric" "" fail "raw/$label.cli"
+		record ucx "$test" "$variant" "$size" "$rep" "$metric" "" fail "raw/$label.cli"
+	fi
+}
+
+# Open MPI (pml ucx) ping-pong, bench/mpi_pingpong.c: VARIANT (uroce: UCX
+# rc_verbs on uroce_lo; tcp: UCX tcp on lo) SIZE REP ITERS. Records lat_us
+# and bw_MBps.
+MPI_PP=""
+mpi_point() {
+	local variant=$1 size=$2 rep=$3 iters=$4 label="mpi_pingpong_$1_$2_r$3" line
+	local ucx=(-x UCX_TLS=rc -x UCX_NET_DEVICES=uroce_lo:1)
+	[[ $variant == tcp ]] && ucx=(-x UCX_TLS=tcp -x UCX_NET_DEVICES=lo
+		--mca opal_common_ucx_tls any --mca opal_common_ucx_devices any)
+	local root=()
+	[[ $(id -u) -eq 0 ]] && root=(--allow-run-as-root)
+	timeout -k 3 120 "$UROCE" run mpirun.openmpi "${root[@]}" -np 2 --mca pml ucx --mca btl self \
+		"${ucx[@]}" -x UCX_WARN_UNUSED_ENV_VARS=n "$MPI_PP" "$size" "$iters" </dev/null >"$RAW/$label.out" 2>&1
+	line=$(grep -m1 '^size=' "$RAW/$label.out")
+	if [[ -n $line ]]; then
+		record mpi pingpong "$variant" "$size" "$rep" lat_us "$(sed 's/.*lat_us=\([^ ]*\).*/\1/' <<<"$line")" ok
+		record mpi pingpong "$variant" "$size" "$rep" bw_MBps "$(sed 's/.*bw_MBps=\([^ ]*\).*/\1/' <<<"$line")" ok
+	else
+		record mpi pingpong "$variant" "$size" "$rep" lat_us "" fail "raw/$label.out"
+		record mpi pingpong "$variant" "$size" "$rep" bw_MBps "" fail "raw/$label.out"
 	fi
 }
 
@@ -671,6 +701,34 @@ sec_ucx() {
 	for ((s = 2; s <= 65536; s *= 4)); do ucx_point tag_lat "$s" 0 lat_us 1000; done
 }
 
+# Middleware (issue 13): UCX over uroce's rc_verbs against UCX over TCP, and
+# Open MPI's ping-pong over each, interleaved rep by rep; ib_send_lat 8 B as
+# the raw verbs latency UCX is measured against.
+sec_mw() {
+	local r
+	if ((!HAVE_UCX)) || ! command -v mpicc.openmpi >/dev/null || ! command -v mpirun.openmpi >/dev/null; then
+		log "middleware: ucx_perftest or Open MPI (mpicc.openmpi, libopenmpi-dev) missing: skipped"
+		record ucx tag_lat rc_verbs 8 1 lat_us "" n/a "ucx-utils or Open MPI not installed"
+		return
+	fi
+	MPI_PP=$OUT/mpi_pingpong
+	mpicc.openmpi -O2 -o "$MPI_PP" "$BENCH_DIR/mpi_pingpong.c" >"$RAW/mpicc.log" 2>&1 ||
+		log "middleware: mpicc failed (raw/mpicc.log)"
+	log "middleware: UCX rc_verbs (uroce) vs UCX tcp, Open MPI ping-pong uroce vs tcp, $REPS reps"
+	for ((r = 1; r <= REPS; r++)); do
+		log "  rep $r/$REPS"
+		ucx_point tag_lat 8 "$r" lat_us 10000 rc_verbs
+		ucx_point tag_lat 8 "$r" lat_us 10000 tcp
+		uroce_lat ib_send_lat 8 "$r" rc
+		ucx_point tag_bw 1048576 "$r" bw_MBps 1000 rc_verbs
+		ucx_point tag_bw 1048576 "$r" bw_MBps 1000 tcp
+		mpi_point uroce 8 "$r" 5000
+		mpi_point tcp 8 "$r" 5000
+		mpi_point uroce 1048576 "$r" 300
+		mpi_point tcp 1048576 "$r" 300
+	done
+}
+
 sec_sweep() {
 	local s
 	log "uroce sweep: ib_write_bw, ib_send_bw, ib_read_bw$( ((Q8_SWEEP)) && echo ', ib_write_bw -q 8') (${#BW_SIZES[@]} sizes, -D $PERF_DUR)"
@@ -760,7 +818,7 @@ sec_veth() {
 
 for sec in $SECTIONS; do
 	case $sec in
-	floors | qperf | ucx | sweep | key | cpu) "sec_$sec" ;;
+	floors | qperf | ucx | mw | sweep | key | cpu) "sec_$sec" ;;
 	veth) ((VETH)) && sec_veth ;;
 	esac
 done

@@ -10,8 +10,8 @@ PACKAGES=(
 	tshark python3-scapy
 	gcovr clang libclang-rt-14-dev valgrind
 	libisal-dev iproute2
-	openmpi-bin libopenmpi-dev libfabric-bin
 	ethtool procps python3
+	infiniband-diags ucx-utils libucx0 openmpi-bin libopenmpi-dev mpich libmpich-dev libfabric-bin
 )
 
 # One dpkg-query for all: "name status" for each package dpkg knows.

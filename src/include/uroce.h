@@ -176,6 +176,7 @@ struct uroce_ctx {
 	/* async events */
 	int async_wr_fd; /* write end; context.async_fd is the read end */
 	pthread_mutex_t async_lock;
+	struct uroce_qp *async_zombies; /* destroyed QPs with unread events (async.c) */
 
 	/* UD multicast (src/net/mcast.c) */
 	pthread_mutex_t mcast_lock;
@@ -437,6 +438,11 @@ struct uroce_rd_res { /* a saved RDMA READ / atomic request for replay */
 struct uroce_qp {
 	struct ibv_qp_ex ibqp; /* every QP is an ibv_qp_ex */
 	struct uroce_ctx *ctx;
+	/* async events naming this QP, queued and handed out (ctx->async_lock);
+	 * a destroyed QP with unread ones stays on ctx->async_zombies */
+	uint32_t async_queued, async_read;
+	bool async_dead;
+	struct uroce_qp *async_next;
 	struct uroce_stats_qp *stats; /* counters, never NULL (src/core/stats.c) */
 	pthread_mutex_t lock;
 	struct uroce_ep *ep;
@@ -672,6 +678,9 @@ int uroce_qp_xmit(struct uroce_qp *qp, struct uroce_pkt *pkt);
 
 /* async events */
 void uroce_async_event(struct uroce_ctx *ctx, enum ibv_event_type type, void *obj);
+void uroce_async_qp_wait_acks(struct uroce_qp *qp);
+bool uroce_async_qp_retire(struct uroce_qp *qp);
+void uroce_async_free_zombies(struct uroce_ctx *ctx);
 
 /* copying between scatter lists and buffers; caller holds mr_lock (read) */
 int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,

@@ -327,9 +327,55 @@ void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
 		       qpn);
 }
 
-/* An application thread that has found its CQs empty for this long yields
- * the CPU on each further empty poll (see uroce_cq_drive). */
+/* An application thread that has found its CQs empty for this long sends
+ * the ACKs it deferred and yields the CPU on each further empty poll (see
+ * uroce_cq_drive). */
 #define UROCE_POLL_YIELD_NS 20000ull
+
+/* Co-located peers.  When both ends of a ping-pong run on one CPU (two
+ * processes the scheduler put together, which on a loaded 2-core machine
+ * happens for whole runs), the peer cannot answer while we spin: every
+ * one-way trip cost the 20 us spin before the yield (ib_send_lat 8 B pinned
+ * to one CPU: 31 us typical; on two CPUs: 8 us).  A yield that takes longer
+ * than UROCE_YIELD_RAN_NS let another thread run on this CPU.  A thread
+ * whose last UROCE_COLOC_WAITS waits all ended only after such a yield
+ * takes its peer to share its CPU and yields after UROCE_POLL_YIELD_COLOC_NS
+ * instead.  The guess ends with a wait that ends while spinning (the peer
+ * answered from another CPU) or a yield that returns at once (nobody here
+ * wanted the CPU, so the peer, busy with its answer, is elsewhere); one wait
+ * in UROCE_COLOC_PROBE keeps the long spin. */
+#define UROCE_POLL_YIELD_COLOC_NS 1000ull
+#define UROCE_YIELD_RAN_NS	  5000ull
+#define UROCE_COLOC_WAITS	  4u
+#define UROCE_COLOC_PROBE	  64u
+
+struct cq_wait {
+	uint64_t since;	      /* the thread's CQs have been empty since (0: not waiting) */
+	uint64_t yield_ns;    /* this wait yields after that long */
+	bool yielded;	      /* this wait has yielded */
+	unsigned after_yield; /* consecutive waits that ended only after a yield */
+	unsigned waits;
+};
+
+static void cq_wait_end(struct cq_wait *w)
+{
+	if (w->since) {
+		if (!w->yielded)
+			w->after_yield = 0;
+		else if (w->after_yield < UROCE_COLOC_WAITS)
+			w->after_yield++;
+	}
+	w->since = 0;
+	w->yielded = false;
+}
+
+static void cq_wait_begin(struct cq_wait *w, uint64_t now)
+{
+	bool coloc = w->after_yield >= UROCE_COLOC_WAITS && ++w->waits % UROCE_COLOC_PROBE;
+
+	w->since = now;
+	w->yield_ns = coloc ? UROCE_POLL_YIELD_COLOC_NS : UROCE_POLL_YIELD_NS;
+}
 
 /* An application that polls an empty CQ drives the receive path itself:
  * no thread wake-up between a packet and its completion, and on a
@@ -337,13 +383,13 @@ void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
  * (ibv_poll_cq and ibv_start_poll; no CQ lock held.) */
 void uroce_cq_drive(struct uroce_cq *cq)
 {
-	static __thread uint64_t empty_since;
+	static __thread struct cq_wait wait;
 	struct uroce_ctx *ctx = cq->ctx;
 	int nep, got = 0;
 	uint64_t now;
 
 	if (__atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
-		empty_since = 0;
+		cq_wait_end(&wait);
 		return;
 	}
 	now = uroce_now_ns();
@@ -352,7 +398,7 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	for (int i = 0; i < nep; i++)
 		got += uroce_ep_poll_app(ctx->ep[i], 64);
 	if (got || __atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
-		empty_since = 0;
+		cq_wait_end(&wait);
 		return;
 	}
 	/* Nothing to do.  Once the wait is no longer short: the time to send
@@ -363,12 +409,24 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	 * ping-pong's round trip is a few of them), and an ACK sent while the
 	 * application is about to post would let the peer complete and turn
 	 * to spinning on memory before the next request arrives, which then
-	 * waits for the progress thread (ib_write_lat at 8 KiB: 1 ms). */
-	if (!empty_since) {
-		empty_since = now;
-	} else if (now - empty_since > UROCE_POLL_YIELD_NS) {
+	 * waits for the progress thread (ib_write_lat at 8 KiB: 1 ms).  A peer
+	 * on our CPU gets it sooner (see UROCE_POLL_YIELD_COLOC_NS). */
+	if (!wait.since) {
+		cq_wait_begin(&wait, now);
+		return;
+	}
+	if (now - wait.since > UROCE_POLL_YIELD_NS)
 		uroce_ctx_send_owed_acks(ctx, false);
+	if (now - wait.since > wait.yield_ns) {
+		uint64_t t = uroce_now_ns();
+
 		sched_yield();
+		if (uroce_now_ns() - t > UROCE_YIELD_RAN_NS) {
+			wait.yielded = true;
+		} else if (wait.yield_ns < UROCE_POLL_YIELD_NS) {
+			wait.after_yield = 0;
+			wait.yield_ns = UROCE_POLL_YIELD_NS;
+		}
 	}
 }
 

@@ -499,6 +499,7 @@ UROCE_EXPORT int ibv_close_device(struct ibv_context *context)
 	free(ctx->mr_tab);
 	close(ctx->vctx.context.async_fd);
 	close(ctx->async_wr_fd);
+	uroce_async_free_zombies(ctx);
 	close(ctx->vctx.context.cmd_fd);
 	pthread_rwlock_destroy(&ctx->mr_lock);
 	pthread_mutex_destroy(&ctx->lock);

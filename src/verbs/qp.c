@@ -80,7 +80,7 @@ static int alloc_queues(struct uroce_qp *qp, struct ibv_pd *pd, const struct ibv
 	return 0;
 }
 
-static void free_qp(struct uroce_qp *qp)
+static void free_qp_res(struct uroce_qp *qp)
 {
 	uroce_stats_qp_del(qp->ctx, qp->stats);
 	uroce_qpx_fini(qp);
@@ -90,6 +90,11 @@ static void free_qp(struct uroce_qp *qp)
 	uroce_pd_buf_free(qp->ibqp.qp_base.pd, qp->rq.wqe, UROCE_RES_TYPE_QP, qp->buf_custom & 4);
 	free(qp->resp.res);
 	pthread_mutex_destroy(&qp->lock);
+}
+
+static void free_qp(struct uroce_qp *qp)
+{
+	free_qp_res(qp);
 	uroce_obj_release(&qp->ibqp.qp_base, qp);
 }
 
@@ -302,6 +307,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		return uroce_obj_err(err);
 	qp = to_uqp(ibqp);
 	ctx = qp->ctx;
+	uroce_async_qp_wait_acks(qp);
 	uroce_mcast_detach_all(qp);
 	pthread_mutex_lock(&ctx->lock);
 	uroce_ep_put(ctx, qp); /* no packet reaches the QP after this */
@@ -327,7 +333,10 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		uroce_xrcd_put(qp->xrcd);
 	if (ibqp->srq)
 		atomic_fetch_sub(&to_usrq(ibqp->srq)->refs, 1);
-	free_qp(qp);
+	free_qp_res(qp);
+	/* no longer live either way; a QP with unread events stays allocated
+	 * until they are read (the async queue frees it) */
+	uroce_obj_release(&qp->ibqp.qp_base, uroce_async_qp_retire(qp) ? NULL : qp);
 	return 0;
 }
 
@@ -612,6 +621,8 @@ static int prepare_swqe(struct uroce_qp *qp, const struct ibv_send_wr *wr, struc
 			       EINVAL;
 		/* Inline data is copied now; the buffers need no lkey. */
 		for (int i = 0; i < wr->num_sge; i++) {
+			if (!wr->sg_list[i].length)
+				continue; /* UCX posts empty ones with addr 0 */
 			memcpy(inline_slot + off, (void *)(uintptr_t)wr->sg_list[i].addr,
 			       wr->sg_list[i].length);
 			off += wr->sg_list[i].length;
