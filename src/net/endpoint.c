@@ -626,42 +626,13 @@ static void count_batch(struct uroce_ep *ep)
 			      memory_order_relaxed);
 }
 
-/* The same-host rings first (src/net/shm.c): batches of up to RX_BATCH
- * packets, each ACKed or deferred as one recvmmsg batch would be. */
-static int poll_shm(struct uroce_ep *ep, int budget, bool app)
-{
-	int done = 0;
-
-	while (ep->shm && done < budget) {
-		int want = budget - done < RX_BATCH ? budget - done : RX_BATCH;
-		int n = uroce_shm_rx(ep, want, deliver_shm);
-
-		if (n <= 0)
-			break;
-		count_batch(ep);
-		done += n;
-		flush_acks(ep, app && n < UROCE_ACK_DEFER_BATCH);
-		uroce_ep_flush(ep);
-		if (n < want)
-			break;
-	}
-	return done;
-}
-
-/* app: an application thread in ibv_poll_cq (ACKs may be deferred);
- * every_udp: read the UDP socket on every call, even while the endpoint
- * has same-host peers (the progress thread woken by the socket). */
-static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp)
+/* The UDP socket: recvmmsg batches until budget or an empty read
+ * (rx_lock held). */
+static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 {
 	struct uroce_ep_rx *rx = ep->rx;
-	int done = 0, released = 0;
+	int done = 0;
 
-	if (pthread_mutex_trylock(&ep->rx_lock))
-		return 0; /* another thread is draining this socket */
-	deferring_acks = app;
-	done = poll_shm(ep, budget, app);
-	if (!every_udp && !uroce_shm_udp_due(ep))
-		budget = done; /* no recvmmsg this time */
 	while (done < budget) {
 		int want = budget - done < RX_BATCH ? budget - done : RX_BATCH;
 		int n;
@@ -697,6 +668,51 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp)
 		if (n < want)
 			break;
 	}
+	return done;
+}
+
+/* A link's first record: the sender's packets before it went over UDP,
+ * so they are delivered first (shm.c calls this, rx_lock held). */
+static void shm_udp_first(struct uroce_ep *ep)
+{
+	poll_udp(ep, 16 * RX_BATCH, deferring_acks);
+}
+
+/* The same-host rings (src/net/shm.c): batches of up to RX_BATCH packets,
+ * each ACKed or deferred as one recvmmsg batch would be. */
+static int poll_shm(struct uroce_ep *ep, int budget, bool app)
+{
+	int done = 0;
+
+	while (ep->shm && done < budget) {
+		int want = budget - done < RX_BATCH ? budget - done : RX_BATCH;
+		int n = uroce_shm_rx(ep, want, deliver_shm, shm_udp_first);
+
+		if (n <= 0)
+			break;
+		count_batch(ep);
+		done += n;
+		flush_acks(ep, app && n < UROCE_ACK_DEFER_BATCH);
+		uroce_ep_flush(ep);
+		if (n < want)
+			break;
+	}
+	return done;
+}
+
+/* app: an application thread in ibv_poll_cq (ACKs may be deferred);
+ * every_udp: read the UDP socket on every call, even while the endpoint
+ * has same-host peers (the progress thread woken by the socket). */
+static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp)
+{
+	int done = 0, released = 0;
+
+	if (pthread_mutex_trylock(&ep->rx_lock))
+		return 0; /* another thread is draining this socket */
+	deferring_acks = app;
+	done = poll_shm(ep, budget, app);
+	if (every_udp || uroce_shm_udp_due(ep))
+		done += poll_udp(ep, budget - done, app);
 	if (uroce_fault_on(ep->ctx))
 		released = uroce_fault_release(ep, &fault_ops);
 	if (released || (!app && atomic_load_explicit(&ep->ack_owed, memory_order_relaxed)))

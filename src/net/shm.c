@@ -75,6 +75,7 @@ enum {
 	SHM_MIN_PKT = 16,   /* BTH and ICRC */
 	SHM_MAX_PKT = 8192, /* a packet is at most MTU 4096 plus headers */
 	SHM_PAD = 0xffffffffu,
+	SHM_REC_FIRST = 1, /* the link's first record: UDP packets came before */
 	SHM_HASH = 64,
 	SHM_MAX_PENDING = 64,
 	SHM_RX_BURST = 16, /* records per batch: one ACK flush, as one recvmmsg */
@@ -100,7 +101,7 @@ _Static_assert(sizeof(struct shm_ring) == 4 * SHM_ALIGN, "ring header layout");
 struct shm_rec {
 	uint32_t len;	   /* packet bytes, or SHM_PAD */
 	uint32_t src, dst; /* IPv4, network order */
-	uint32_t resv;
+	uint32_t flags;	   /* SHM_REC_FIRST */
 };
 
 struct shm_hello {
@@ -126,6 +127,7 @@ struct shm_txl { /* we send; ep->tx_lock */
 	uint16_t port;
 	enum txl_state state;
 	bool flushed; /* the UDP batch was sent before the first ring record */
+	bool used;    /* a record was sent: the first carries SHM_REC_FIRST */
 	int fd, bell;
 	struct shm_ring *r;
 	size_t maplen;
@@ -309,8 +311,10 @@ static int send_fd(int sock, const struct shm_hello *h, int fd)
 	struct iovec iov = {.iov_base = (void *)h, .iov_len = sizeof(*h)};
 	struct msghdr mh = {
 	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.b, .msg_controllen = sizeof(c.b)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	struct cmsghdr *cm;
 
+	memset(&c, 0, sizeof(c));
+	cm = CMSG_FIRSTHDR(&mh);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
@@ -460,6 +464,7 @@ static void txl_reply(struct shm_txl *l)
 	}
 	l->bell = bell;
 	l->flushed = false;
+	l->used = false;
 	l->state = TXL_UP;
 	uroce_count(l->o.s->ep->ctx, shm_links, 1);
 	ur_dbg("shm: port %u -> %u over shared memory", l->o.s->ep->port, l->port);
@@ -473,8 +478,10 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
 	uint64_t tail = l->tail, size = l->size, off = tail & (size - 1), pad = 0;
 	uint64_t need = align_up(sizeof(struct shm_rec) + len);
-	struct shm_rec h = {
-	    .len = (uint32_t)len, .src = ip->src.v4.s_addr, .dst = ip->dst.v4.s_addr};
+	struct shm_rec h = {.len = (uint32_t)len,
+			    .src = ip->src.v4.s_addr,
+			    .dst = ip->dst.v4.s_addr,
+			    .flags = l->used ? 0 : SHM_REC_FIRST};
 
 	if (tail - head > size || head % SHM_ALIGN)
 		return -EIO;
@@ -492,6 +499,7 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 	memcpy(r->data + off, &h, sizeof(h));
 	memcpy(r->data + off + sizeof(h), buf, len);
 	l->tail = tail + need;
+	l->used = true;
 	atomic_store_explicit(&r->tail, l->tail, memory_order_release);
 	/* tail store, then the flag load; the receiver stores the flag, then
 	 * loads tail (uroce_shm_sleep) */
@@ -576,7 +584,7 @@ static void rxl_bad(struct uroce_shm *s, struct shm_rxl *l, const char *why)
 
 /* Deliver up to want records of l (rx_lock held). */
 static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
-		      uroce_shm_deliver_fn deliver)
+		      uroce_shm_deliver_fn deliver, void (*udp_first)(struct uroce_ep *ep))
 {
 	struct shm_ring *r = l->r;
 	struct uroce_ep *ep = s->ep;
@@ -610,24 +618,27 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		}
 		memcpy(s->buf, r->data + off + sizeof(h), h.len);
 		head += need;
-		l->head = head;
+		__atomic_store_n(&l->head, head, __ATOMIC_RELAXED); /* uroce_shm_sleep reads it */
 		atomic_store_explicit(&r->head, head, memory_order_release);
 		ip.src.v4.s_addr = h.src;
 		ip.dst.v4.s_addr = h.dst;
 		uroce_count(ep->ctx, shm_rx, 1);
 		uroce_count(ep->ctx, rx_pkts, 1);
 		uroce_count(ep->ctx, rx_bytes, h.len);
+		if (h.flags & SHM_REC_FIRST)
+			udp_first(ep);
 		deliver(ep, s->buf, h.len, &ip);
 		n++;
 	}
 	if (head != l->head) { /* pads only */
-		l->head = head;
+		__atomic_store_n(&l->head, head, __ATOMIC_RELAXED);
 		atomic_store_explicit(&r->head, head, memory_order_release);
 	}
 	return n;
 }
 
-int uroce_shm_rx(struct uroce_ep *ep, int want, uroce_shm_deliver_fn deliver)
+int uroce_shm_rx(struct uroce_ep *ep, int want, uroce_shm_deliver_fn deliver,
+		 void (*udp_first)(struct uroce_ep *ep))
 {
 	struct uroce_shm *s = ep->shm;
 	int n = 0;
@@ -638,7 +649,7 @@ int uroce_shm_rx(struct uroce_ep *ep, int want, uroce_shm_deliver_fn deliver)
 		want = SHM_RX_BURST;
 	for (struct shm_rxl *l = s->rx; l && n < want; l = l->next)
 		if (!atomic_load_explicit(&l->bad, memory_order_relaxed))
-			n += ring_drain(s, l, want - n, deliver);
+			n += ring_drain(s, l, want - n, deliver, udp_first);
 	return n;
 }
 
@@ -807,8 +818,13 @@ bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on)
 		struct uroce_shm *s = ctx->ep[i]->shm;
 
 		for (struct shm_rxl *l = s ? s->rx : NULL; l; l = l->next) {
+			/* our own copy of head, never the shared one: a peer
+			 * could make a ring look busy forever */
+			if (atomic_load_explicit(&l->bad, memory_order_relaxed))
+				continue;
 			atomic_store(&l->r->sleeping, on);
-			if (on && atomic_load(&l->r->tail) != atomic_load(&l->r->head))
+			if (on &&
+			    atomic_load(&l->r->tail) != __atomic_load_n(&l->head, __ATOMIC_RELAXED))
 				busy = true;
 		}
 	}
@@ -820,7 +836,7 @@ void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len)
 	struct uroce_shm *s = ep->shm;
 
 	for (struct shm_rxl *l = s ? s->rx : NULL; l; l = l->next)
-		if (l->port == peer_port) {
+		if (l->port == peer_port && !atomic_load(&l->bad)) {
 			*len = l->maplen;
 			return l->r;
 		}

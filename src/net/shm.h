@@ -33,10 +33,13 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const vo
 		    size_t len);
 
 /* Receive path (rx_lock held): up to want packets from ep's rings, each
- * handed to deliver.  Returns how many. */
+ * handed to deliver.  A link's first record comes after what its sender
+ * sent over UDP: udp_first is called before it is delivered, to keep the
+ * order.  Returns how many. */
 typedef void (*uroce_shm_deliver_fn)(struct uroce_ep *ep, uint8_t *data, size_t len,
 				     const struct uroce_ipinfo *ip);
-int uroce_shm_rx(struct uroce_ep *ep, int want, uroce_shm_deliver_fn deliver);
+int uroce_shm_rx(struct uroce_ep *ep, int want, uroce_shm_deliver_fn deliver,
+		 void (*udp_first)(struct uroce_ep *ep));
 /* Should this poll read the UDP socket too (rx_lock held)?  While ep has
  * shared-memory peers, a polling loop reads it only every 20 us, or while
  * it returns packets (uroce_shm_udp_seen): the recvmmsg system call would
