@@ -626,6 +626,15 @@ static void count_batch(struct uroce_ep *ep)
 			      memory_order_relaxed);
 }
 
+/* ACK what a receive batch of n packets delivered now, not once the whole
+ * budget is drained: a drain preempted on a busy host would hold the ACKs
+ * back past the requester's ACK timeout. */
+static void batch_done(struct uroce_ep *ep, int n, bool app)
+{
+	flush_acks(ep, app && n < UROCE_ACK_DEFER_BATCH);
+	uroce_ep_flush(ep); /* and what they made the QPs send */
+}
+
 /* The UDP socket: recvmmsg batches until budget or an empty read
  * (rx_lock held). */
 static int poll_udp(struct uroce_ep *ep, int budget, bool app)
@@ -660,11 +669,7 @@ static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 				 &rx->msg[i].msg_hdr);
 		}
 		done += n;
-		/* ACK what this recvmmsg batch delivered now, not once the
-		 * whole budget is drained: a drain preempted on a busy host
-		 * would hold the ACKs back past the requester's ACK timeout */
-		flush_acks(ep, app && n < UROCE_ACK_DEFER_BATCH);
-		uroce_ep_flush(ep);
+		batch_done(ep, n, app);
 		if (n < want)
 			break;
 	}
@@ -692,8 +697,7 @@ static int poll_shm(struct uroce_ep *ep, int budget, bool app)
 			break;
 		count_batch(ep);
 		done += n;
-		flush_acks(ep, app && n < UROCE_ACK_DEFER_BATCH);
-		uroce_ep_flush(ep);
+		batch_done(ep, n, app);
 		if (n < want)
 			break;
 	}

@@ -206,6 +206,17 @@ static void watch(struct uroce_ctx *ctx, int fd, struct shm_obj *o)
 		ur_dbg("shm: epoll_ctl: %s", strerror(errno));
 }
 
+/* Before closing a watched socket: a process forked from this one may hold
+ * the same open file, and closing ours would then leave it in the epoll
+ * sets, pointing at freed memory. */
+static void unwatch(struct uroce_ctx *ctx, int fd)
+{
+	if (ctx->epfd >= 0)
+		epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, fd, NULL);
+	if (ctx->wake_epfd >= 0)
+		epoll_ctl(ctx->wake_epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
 void uroce_shm_ep_init(struct uroce_ep *ep, bool reuse)
 {
 	struct uroce_shm *s;
@@ -252,8 +263,10 @@ void uroce_shm_epoll_add(struct uroce_ep *ep)
 
 static void txl_down(struct shm_txl *l, uint64_t retry_ns)
 {
-	if (l->fd >= 0)
+	if (l->fd >= 0) {
+		unwatch(l->o.s->ep->ctx, l->fd);
 		close(l->fd);
+	}
 	if (l->bell >= 0)
 		close(l->bell);
 	if (l->r)
@@ -266,8 +279,10 @@ static void txl_down(struct shm_txl *l, uint64_t retry_ns)
 
 static void rxl_free(struct shm_rxl *l)
 {
-	if (l->fd >= 0)
+	if (l->fd >= 0) {
+		unwatch(l->o.s->ep->ctx, l->fd);
 		close(l->fd);
+	}
 	if (l->r)
 		munmap(l->r, l->maplen);
 	free(l);
@@ -280,6 +295,8 @@ void uroce_shm_ep_fini(struct uroce_ep *ep)
 	if (!s)
 		return;
 	ep->shm = NULL;
+	unwatch(ep->ctx, s->lfd);
+	unwatch(ep->ctx, s->bell);
 	close(s->lfd);
 	close(s->bell);
 	for (int i = 0; i < SHM_HASH; i++)
@@ -834,11 +851,15 @@ bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on)
 void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len)
 {
 	struct uroce_shm *s = ep->shm;
+	void *map = NULL;
 
-	for (struct shm_rxl *l = s ? s->rx : NULL; l; l = l->next)
+	/* a mapping of its own, as a peer has: ours may go away any time */
+	pthread_mutex_lock(&ep->rx_lock);
+	for (struct shm_rxl *l = s ? s->rx : NULL; l && !map; l = l->next)
 		if (l->port == peer_port && !atomic_load(&l->bad)) {
+			map = mremap(l->r, 0, l->maplen, MREMAP_MAYMOVE);
 			*len = l->maplen;
-			return l->r;
 		}
-	return NULL;
+	pthread_mutex_unlock(&ep->rx_lock);
+	return map == MAP_FAILED ? NULL : map;
 }

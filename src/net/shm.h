@@ -59,8 +59,8 @@ void uroce_shm_event(struct uroce_ctx *ctx, void *p, uint32_t events);
  * Returns true when a ring already holds packets (do not sleep). */
 bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on);
 
-/* Tests (tests/unit/test_shm.c): the ring of ep's link from peer_port, or
- * NULL, and its size in bytes. */
+/* Tests (tests/unit/test_shm.c): a new mapping (munmap it) of the ring of
+ * ep's link from peer_port, or NULL, and its size in bytes. */
 void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len);
 
 #endif

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -444,6 +445,7 @@ static void test_hostile(void)
 		}
 		/* let B look at it before A's next record overwrites it */
 		uroce_ep_poll(to_uctx(p.b.ctx)->ep[0], 64);
+		munmap(r.base, r.len);
 		CHECK(write_stream(&p, 16, 16384, 10u + (unsigned)v),
 		      "variant %d: later WRITEs complete with the right data", v);
 		if (v < 5)
