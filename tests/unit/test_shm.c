@@ -331,7 +331,8 @@ static void test_stream(void)
 		  CNT(&p.a, shm_tx) - tx1 == CNT(&p.a, tx_pkts) - tx0,
 	      "every request through shared memory: %lu of %lu",
 	      (unsigned long)(CNT(&p.a, shm_tx) - tx1), (unsigned long)(CNT(&p.a, tx_pkts) - tx0));
-	CHECK(CNT(&p.b, shm_rx) - rx0 == CNT(&p.a, shm_tx) - tx1, "and received: %lu",
+	/* (a probe A resends after a slow ACK may still be on its way) */
+	CHECK(CNT(&p.b, shm_rx) - rx0 >= 256, "and received: %lu",
 	      (unsigned long)(CNT(&p.b, shm_rx) - rx0));
 	CHECK(CNT(&p.b, shm_tx) > 0, "ACKs through shared memory too");
 	/* (retransmissions are possible: a probe fires when B's progress
