@@ -89,14 +89,14 @@ for ((r = 1; r <= REPS; r++)); do
 	wait
 	add memcpy/64K "$("$TOOLS/memcpy_bw" 65536 | sed -n 's/.*hot_MBps=\([0-9.]*\).*/\1/p')"
 	if command -v ucx_perftest >/dev/null; then
-		for t in tag_lat:8:lat tag_bw:1048576:bw; do
-			IFS=: read -r test size kind <<<"$t"
+		for t in tag_lat:8:lat:20000 tag_bw:1048576:bw:2000; do
+			IFS=: read -r test size kind iters <<<"$t"
 			UPORT=$((UPORT + 50))
 			env UCX_TLS=posix,self UCX_WARN_UNUSED_ENV_VARS=n timeout -k 3 60 ucx_perftest -p "$UPORT" \
 				>/dev/null 2>&1 &
 			sleep 0.5
 			out=$(env UCX_TLS=posix,self UCX_WARN_UNUSED_ENV_VARS=n timeout -k 3 60 ucx_perftest \
-				127.0.0.1 -p "$UPORT" -t "$test" -s "$size" -n 20000 2>&1 | grep -E '^ *Final:')
+				127.0.0.1 -p "$UPORT" -t "$test" -s "$size" -n "$iters" 2>&1 | grep -E '^ *Final:')
 			wait
 			# Final: iters typical_lat avg_lat overall_lat avg_bw(MiB/s) overall_bw ...
 			if [[ $kind == lat ]]; then
