@@ -32,9 +32,10 @@ done
 [[ -x $UROCE ]] || { echo "shm.sh: $UROCE is missing: build first (cmake --build build)" >&2; exit 1; }
 command -v ib_send_lat >/dev/null || { echo "shm.sh: perftest is not installed" >&2; exit 1; }
 RAW=$OUT.raw
-TOOLS=$RAW/tools
+TOOLS=$(mktemp -d)
+trap 'rm -rf "$TOOLS"' EXIT
 rm -rf "$RAW"
-mkdir -p "$RAW" "$TOOLS"
+mkdir -p "$RAW"
 for t in shm_pingpong udp_pingpong memcpy_bw; do
 	cc -O2 -Wall -o "$TOOLS/$t" "$BENCH_DIR/$t.c" || exit 1
 done
