@@ -472,7 +472,9 @@ static void txl_reply(struct shm_txl *l)
 
 	if (r > 0)
 		return;
-	if (r < 0 || h.port != l->port || !is_eventfd(bell)) {
+	/* non-blocking whatever the peer made it: a counter it filled must
+	 * not block our sends (a failed doorbell costs only its wake-up) */
+	if (r < 0 || h.port != l->port || !is_eventfd(bell) || fcntl(bell, F_SETFL, O_NONBLOCK)) {
 		if (bell >= 0)
 			close(bell);
 		ur_dbg("shm: bad reply from port %u: UDP", l->port);
