@@ -50,6 +50,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -787,8 +788,13 @@ static void rxl_event(struct uroce_shm *s, struct shm_rxl *l, uint32_t events)
 			return; /* up */
 	}
 	/* a hangup (or anything else: a link carries no messages once up):
-	 * deliver what the peer left, then drop the link */
-	uroce_ep_poll(s->ep, 1024);
+	 * deliver what the peer left - its last packets, an application may
+	 * be draining the ring meanwhile - then drop the link */
+	for (int i = 0; i < 1000 && !atomic_load(&l->bad) &&
+			atomic_load(&l->r->tail) != __atomic_load_n(&l->head, __ATOMIC_RELAXED);
+	     i++)
+		if (!uroce_ep_poll(s->ep, 1024))
+			sched_yield();
 	pthread_mutex_lock(&s->ep->rx_lock);
 	unlink_rxl(&s->rx, l);
 	pthread_mutex_unlock(&s->ep->rx_lock);

@@ -371,7 +371,7 @@ static struct shm_ring_view ring_of(struct pair *p)
 {
 	uint16_t aport = to_uctx(p->a.ctx)->ep[0]->port;
 	struct shm_ring_view v = {0};
-	uint64_t end = now_ms() + 5000;
+	uint64_t end = now_ms() + 15000;
 
 	while (!v.base && now_ms() < end) {
 		v.base = uroce_shm_test_ring(to_uctx(p->b.ctx)->ep[0], aport, &v.len);
