@@ -23,6 +23,7 @@
 
 #include "uroce.h"
 #include "net/fault.h"
+#include "net/shm.h"
 
 uint64_t uroce_now_ns(void)
 {
@@ -120,21 +121,43 @@ static uint64_t spin_ns(void)
  * comes within it is seen one system call sooner. */
 #define UROCE_SPIN_YIELD_NS 10000ull
 
+/* What wake_epfd reports: the eventfd, and the same-host wire's sockets
+ * (connections, hellos, hangups: src/net/shm.c). */
+static void wake_events(struct uroce_ctx *ctx, int timeout_ms)
+{
+	struct epoll_event ev[16];
+	int n = epoll_wait(ctx->wake_epfd, ev, 16, timeout_ms);
+
+	for (int i = 0; i < n; i++)
+		if (uroce_shm_is_event(ev[i].data.ptr))
+			uroce_shm_event(ctx, ev[i].data.ptr, ev[i].events);
+		else
+			drain_wake(ctx);
+}
+
+/* A spin handles the same-host wire's socket events this often: a stream
+ * that keeps the thread spinning must not hold back a connection. */
+#define UROCE_SPIN_EVENTS_NS 200000ull
+
 static void spin(struct uroce_ctx *ctx)
 {
-	uint64_t limit = spin_ns(), start = uroce_now_ns(), last = start;
+	uint64_t limit = spin_ns(), start = uroce_now_ns(), last = start, events = start;
 
 	while (limit && !atomic_load(&ctx->stop)) {
 		uint64_t now, t;
 		int got = 0;
 
 		for (int i = 0; i < atomic_load(&ctx->nep); i++)
-			got += uroce_ep_poll(ctx->ep[i], 256);
+			got += uroce_ep_poll_spin(ctx->ep[i], 256);
 		now = uroce_now_ns();
 		t = atomic_load(&ctx->timer_ns);
 		if (atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed) > start ||
 		    (t && t <= now))
 			return;
+		if (now - events > UROCE_SPIN_EVENTS_NS) {
+			events = now;
+			wake_events(ctx, 0);
+		}
 		if (got)
 			last = now;
 		else if (now - last > limit)
@@ -166,10 +189,7 @@ static void *progress_main(void *arg)
 		if (app_polling(ctx, now)) {
 			int ms = UROCE_GRACE_SLICE_MS;
 
-			n = epoll_wait(ctx->wake_epfd, ev, 1,
-				       timeout < 0 || timeout > ms ? ms : timeout);
-			if (n > 0)
-				drain_wake(ctx);
+			wake_events(ctx, timeout < 0 || timeout > ms ? ms : timeout);
 			uroce_ctx_send_owed_acks(ctx, false);
 			/* and what an autocorked post left (qp.c) */
 			for (int i = 0; i < atomic_load(&ctx->nep); i++)
@@ -185,11 +205,24 @@ static void *progress_main(void *arg)
 			    (timeout < 0 || timeout > UROCE_GRACE_SLICE_MS))
 				timeout = UROCE_GRACE_SLICE_MS;
 		}
-		n = epoll_wait(ctx->epfd, ev, 16, timeout);
+		/* same-host rings: raise their "sleeping" flags, and do not
+		 * sleep if one already holds packets (src/net/shm.c) */
+		if (uroce_shm_sleep(ctx, true)) {
+			n = 0;
+			for (int i = 0; i < atomic_load(&ctx->nep); i++)
+				got += uroce_ep_poll(ctx->ep[i], 256);
+		} else {
+			n = epoll_wait(ctx->epfd, ev, 16, timeout);
+		}
+		uroce_shm_sleep(ctx, false);
 		atomic_store(&ctx->prog_deep, false);
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.ptr == NULL) {
 				drain_wake(ctx);
+				continue;
+			}
+			if (uroce_shm_is_event(ev[i].data.ptr)) {
+				uroce_shm_event(ctx, ev[i].data.ptr, ev[i].events);
 				continue;
 			}
 			got += uroce_ep_poll(ev[i].data.ptr, 256);
@@ -219,6 +252,7 @@ int uroce_progress_start(struct uroce_ctx *ctx)
 
 		if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->ep[i]->fd, &e))
 			goto err;
+		uroce_shm_epoll_add(ctx->ep[i]);
 	}
 	atomic_store(&ctx->stop, false);
 	if (pthread_create(&ctx->thread, NULL, progress_main, ctx))

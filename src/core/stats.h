@@ -64,7 +64,12 @@
 	X(fault_dup, "fault_dup", "UROCE_FAULT: packets duplicated")                               \
 	X(fault_reorder, "fault_reorder", "UROCE_FAULT: packets reordered")                        \
 	X(fault_corrupt, "fault_corrupt", "UROCE_FAULT: packets corrupted")                        \
-	X(fault_delay, "fault_delay", "UROCE_FAULT: packets delayed")
+	X(fault_delay, "fault_delay", "UROCE_FAULT: packets delayed")                              \
+	X(shm_tx, "shm_tx_packets", "packets sent through shared memory (same host)")              \
+	X(shm_rx, "shm_rx_packets", "packets received through shared memory (same host)")          \
+	X(shm_links, "shm_links", "shared-memory links set up to same-host peers")                 \
+	X(shm_full, "shm_ring_full", "packets dropped: the peer's shared-memory ring was full")    \
+	X(shm_bad, "shm_bad_ring", "shared-memory links dropped: the peer corrupted the ring")
 
 #define UROCE_DEV_COUNTERS(X) UROCE_COMMON_COUNTERS(X) UROCE_DEV_ONLY_COUNTERS(X)
 #define UROCE_QP_COUNTERS(X)  UROCE_COMMON_COUNTERS(X)

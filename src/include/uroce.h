@@ -98,6 +98,7 @@ struct uroce_ep_rx; /* receive batch buffers, endpoint.c */
 struct uroce_fault; /* fault injection state, src/net/fault.c */
 struct uroce_stats; /* the counter file, src/core/stats.c */
 struct uroce_pcap;  /* packet capture, src/net/pcap.c */
+struct uroce_shm;   /* same-host shared-memory wire, src/net/shm.c */
 
 struct uroce_ep {
 	struct uroce_ctx *ctx;
@@ -129,6 +130,7 @@ struct uroce_ep {
 	/* Some QP on this endpoint owes an ACK that an application poll
 	 * deferred (src/net/endpoint.c, "ACK deferral"). */
 	atomic_bool ack_owed;
+	struct uroce_shm *shm; /* same-host wire (src/net/shm.c), NULL when off */
 };
 
 /* Counters: struct uroce_counters (device) and struct uroce_stats_qp (per QP)
@@ -620,6 +622,9 @@ int uroce_udp_send(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
  * may defer a few (see "ACK deferral" in src/net/endpoint.c). */
 int uroce_ep_poll(struct uroce_ep *ep, int budget);
 int uroce_ep_poll_app(struct uroce_ep *ep, int budget);
+/* The progress thread's spin: as uroce_ep_poll, but while ep has
+ * same-host peers the UDP socket is read only now and then (shm.h). */
+int uroce_ep_poll_spin(struct uroce_ep *ep, int budget);
 /* True while this thread runs the receive path for uroce_ep_poll_app. */
 bool uroce_ep_deferring_acks(void);
 /* Send the ACKs deferred on ep (wait: block for its rx_lock, else skip it

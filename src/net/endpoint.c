@@ -25,6 +25,7 @@
 #include "uroce.h"
 #include "net/fault.h"
 #include "net/pcap.h"
+#include "net/shm.h"
 
 #define RX_BATCH 16
 #define RX_BUFSZ (65536 + 256) /* a UDP GRO batch (src/net/gso.c) */
@@ -106,6 +107,7 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 		goto err_close;
 	}
 	ep->port = ntohs(sa.sin_port);
+	uroce_shm_ep_init(ep, reuse);
 	for (int i = 0; i < RX_BATCH; i++) {
 		ep->rx->iov[i].iov_base = ep->rx->data[i];
 		ep->rx->iov[i].iov_len = RX_BUFSZ;
@@ -119,6 +121,7 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 			ur_err("epoll_ctl: %s", strerror(errno));
 			goto err_close;
 		}
+		uroce_shm_epoll_add(ep);
 	}
 	if (nslot == UROCE_EP_SLOTS)
 		ur_dbg("endpoint on UDP port %u (QPNs 0x%06x-0x%06x)", ep->port, ep->port << 8,
@@ -126,6 +129,7 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 	return ep;
 
 err_close:
+	uroce_shm_ep_fini(ep);
 	uroce_gso_free(ep);
 	close(ep->fd);
 err_free:
@@ -167,6 +171,7 @@ struct uroce_ep *uroce_ep_open_std(struct uroce_ctx *ctx, struct in_addr addr, i
 void uroce_ep_close(struct uroce_ep *ep)
 {
 	uroce_ep_flush(ep);
+	uroce_shm_ep_fini(ep);
 	uroce_gso_free(ep);
 	close(ep->fd);
 	pthread_mutex_destroy(&ep->rx_lock);
@@ -408,8 +413,11 @@ static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const
 	return 0;
 }
 
-/* Parse, check and hand one packet to its QP (rx_lock held). */
-static void deliver(struct uroce_ep *ep, uint8_t *data, size_t len, const struct uroce_ipinfo *ipp)
+/* Parse, check and hand one packet to its QP (rx_lock held).  A packet
+ * from shared memory (src/net/shm.c) has no ICRC to check: memory is not
+ * a wire. */
+static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
+			const struct uroce_ipinfo *ipp, bool wire)
 {
 	struct uroce_ctx *ctx = ep->ctx;
 	const struct uroce_ipinfo ip = *ipp;
@@ -421,7 +429,7 @@ static void deliver(struct uroce_ep *ep, uint8_t *data, size_t len, const struct
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
 	}
-	if (!uroce_icrc_ok(&pkt, &ip)) {
+	if (wire && !uroce_icrc_ok(&pkt, &ip)) {
 		uint16_t ipid;
 
 		/* Standard-port mode: the peer (kernel rxe, a NIC) may number
@@ -467,6 +475,17 @@ static void deliver(struct uroce_ep *ep, uint8_t *data, size_t len, const struct
 	pthread_mutex_unlock(&qp->lock);
 }
 
+static void deliver(struct uroce_ep *ep, uint8_t *data, size_t len, const struct uroce_ipinfo *ip)
+{
+	deliver_pkt(ep, data, len, ip, true);
+}
+
+static void deliver_shm(struct uroce_ep *ep, uint8_t *data, size_t len,
+			const struct uroce_ipinfo *ip)
+{
+	deliver_pkt(ep, data, len, ip, false);
+}
+
 /* UROCE_FAULT (src/net/fault.c) sends and delivers held packets with these. */
 static const struct uroce_fault_ops fault_ops = { .xmit = ep_xmit_raw, .deliver = deliver };
 
@@ -474,6 +493,8 @@ int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void
 {
 	if (uroce_fault_on(ep->ctx))
 		return uroce_fault_tx(ep, ip, buf, len, &fault_ops);
+	if (uroce_shm_xmit(ep, ip, buf, len))
+		return 0;
 	return ep_xmit_raw(ep, ip, buf, len);
 }
 
@@ -615,14 +636,30 @@ void uroce_ctx_send_owed_acks(struct uroce_ctx *ctx, bool wait)
 		uroce_ep_send_owed_acks(ctx->ep[i], wait);
 }
 
-static int ep_poll(struct uroce_ep *ep, int budget, bool app)
+/* Count one receive batch (one writer, rx_lock held: no locked add). */
+static void count_batch(struct uroce_ep *ep)
+{
+	atomic_store_explicit(&ep->rx_batches,
+			      atomic_load_explicit(&ep->rx_batches, memory_order_relaxed) + 1u,
+			      memory_order_relaxed);
+}
+
+/* ACK what a receive batch of n packets delivered now, not once the whole
+ * budget is drained: a drain preempted on a busy host would hold the ACKs
+ * back past the requester's ACK timeout. */
+static void batch_done(struct uroce_ep *ep, int n, bool app)
+{
+	flush_acks(ep, app && n < UROCE_ACK_DEFER_BATCH);
+	uroce_ep_flush(ep); /* and what they made the QPs send */
+}
+
+/* The UDP socket: recvmmsg batches until budget or an empty read
+ * (rx_lock held). */
+static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 {
 	struct uroce_ep_rx *rx = ep->rx;
-	int done = 0, released = 0;
+	int done = 0;
 
-	if (pthread_mutex_trylock(&ep->rx_lock))
-		return 0; /* another thread is draining this socket */
-	deferring_acks = app;
 	while (done < budget) {
 		int want = budget - done < RX_BATCH ? budget - done : RX_BATCH;
 		int n;
@@ -637,12 +674,10 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app)
 			h->msg_flags = 0;
 		}
 		n = recvmmsg(ep->fd, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
+		uroce_shm_udp_seen(ep, n > 0);
 		if (n <= 0)
 			break;
-		/* one writer (rx_lock held): no locked add on this path */
-		atomic_store_explicit(&ep->rx_batches,
-				      atomic_load_explicit(&ep->rx_batches, memory_order_relaxed) + 1u,
-				      memory_order_relaxed);
+		count_batch(ep);
 		for (int i = 0; i < n; i++) {
 			if (rx->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
 				uroce_count(ep->ctx, rx_drop_parse, 1);
@@ -652,14 +687,54 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app)
 				 &rx->msg[i].msg_hdr);
 		}
 		done += n;
-		/* ACK what this recvmmsg batch delivered now, not once the
-		 * whole budget is drained: a drain preempted on a busy host
-		 * would hold the ACKs back past the requester's ACK timeout */
-		flush_acks(ep, app && n < UROCE_ACK_DEFER_BATCH);
-		uroce_ep_flush(ep);
+		batch_done(ep, n, app);
 		if (n < want)
 			break;
 	}
+	return done;
+}
+
+/* A link's first record: the sender's packets before it went over UDP,
+ * so they are delivered first (shm.c calls this, rx_lock held). */
+static void shm_udp_first(struct uroce_ep *ep)
+{
+	poll_udp(ep, 16 * RX_BATCH, deferring_acks);
+}
+
+/* The same-host rings (src/net/shm.c): batches of up to RX_BATCH packets,
+ * each ACKed or deferred as one recvmmsg batch would be. */
+static int poll_shm(struct uroce_ep *ep, int budget, bool app)
+{
+	int done = 0;
+
+	while (ep->shm && done < budget) {
+		int want = budget - done < RX_BATCH ? budget - done : RX_BATCH;
+		int n = uroce_shm_rx(ep, want, deliver_shm, shm_udp_first);
+
+		if (n <= 0)
+			break;
+		count_batch(ep);
+		done += n;
+		batch_done(ep, n, app);
+		if (n < want)
+			break;
+	}
+	return done;
+}
+
+/* app: an application thread in ibv_poll_cq (ACKs may be deferred);
+ * every_udp: read the UDP socket on every call, even while the endpoint
+ * has same-host peers (the progress thread woken by the socket). */
+static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp)
+{
+	int done = 0, released = 0;
+
+	if (pthread_mutex_trylock(&ep->rx_lock))
+		return 0; /* another thread is draining this socket */
+	deferring_acks = app;
+	done = poll_shm(ep, budget, app);
+	if (every_udp || uroce_shm_udp_due(ep))
+		done += poll_udp(ep, budget - done, app);
 	if (uroce_fault_on(ep->ctx))
 		released = uroce_fault_release(ep, &fault_ops);
 	if (released || (!app && atomic_load_explicit(&ep->ack_owed, memory_order_relaxed)))
@@ -672,12 +747,17 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app)
 
 int uroce_ep_poll(struct uroce_ep *ep, int budget)
 {
-	return ep_poll(ep, budget, false);
+	return ep_poll(ep, budget, false, true);
+}
+
+int uroce_ep_poll_spin(struct uroce_ep *ep, int budget)
+{
+	return ep_poll(ep, budget, false, false);
 }
 
 int uroce_ep_poll_app(struct uroce_ep *ep, int budget)
 {
-	return ep_poll(ep, budget, true);
+	return ep_poll(ep, budget, true, false);
 }
 
 /* Tests and fuzzing (tests/fuzz/fuzz_rx.c, tests/unit/test_hostile.c): one

@@ -56,6 +56,8 @@ START=$SECONDS
 ip link set lo up
 ip link set lo multicast on
 CAP=$LOG_DIR/conformance.pcap
+# tshark reads the wire: same-host packets must take UDP, not shared memory
+export UROCE_SHM=0
 if timeout 10 ethtool -K lo tx-udp-segmentation off >/dev/null 2>&1; then
 	log "lo: tx-udp-segmentation off (the kernel segments GSO batches before the capture)"
 else

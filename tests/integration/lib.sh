@@ -26,6 +26,9 @@
 set -euo pipefail
 
 TEST_NAME=$(basename "$0" .sh)
+# a second registration of the same script (tests/CMakeLists.txt: ".udp",
+# UROCE_SHM=0) has its own logs and ports
+TEST_NAME+=${UROCE_TEST_VARIANT:+.$UROCE_TEST_VARIANT}
 
 UROCE_SRC_DIR=${UROCE_SRC_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 UROCE_BUILD_DIR=${UROCE_BUILD_DIR:-$UROCE_SRC_DIR/build}

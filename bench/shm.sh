@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# bench/shm.sh - the same-host wire (src/net/shm.c) against UDP, side by side.
+#
+#   bench/shm.sh [--reps N] [--uroce PATH] [--out FILE]
+#
+# Unmodified perftest through `uroce run` on loopback, every point measured
+# REPS times with the shared-memory wire (the default) and with UROCE_SHM=0
+# (UDP), the two interleaved so that both see the same machine; next to
+# them the floors of the same run: a cache-line ping-pong between two
+# processes (bench/shm_pingpong.c), the busy-poll UDP ping-pong
+# (bench/udp_pingpong.c), memcpy (bench/memcpy_bw.c) and, if installed,
+# UCX's posix shared-memory transport (ucx_perftest tag_lat / tag_bw).
+# Writes a markdown table (medians) to FILE (default bench/results/shm.md)
+# and every raw output next to it in FILE.raw/.
+set -uo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$BENCH_DIR/.." && pwd)
+REPS=3
+UROCE=$REPO/build/bin/uroce
+OUT=$BENCH_DIR/results/shm.md
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--reps) REPS=$2; shift ;;
+	--uroce) UROCE=$2; shift ;;
+	--out) OUT=$2; shift ;;
+	-h | --help) sed -n 2,14p "$0"; exit 0 ;;
+	*) echo "shm.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+[[ -x $UROCE ]] || { echo "shm.sh: $UROCE is missing: build first (cmake --build build)" >&2; exit 1; }
+command -v ib_send_lat >/dev/null || { echo "shm.sh: perftest is not installed" >&2; exit 1; }
+RAW=$OUT.raw
+TOOLS=$(mktemp -d)
+trap 'rm -rf "$TOOLS"' EXIT
+rm -rf "$RAW"
+mkdir -p "$RAW"
+for t in shm_pingpong udp_pingpong memcpy_bw; do
+	cc -O2 -Wall -o "$TOOLS/$t" "$BENCH_DIR/$t.c" || exit 1
+done
+declare -A V=() # "name/path" -> space-separated values
+add() { V[$1]+="$2 "; }
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "fail" }'; }
+
+PORT=$((21000 + RANDOM % 9000))
+# pt PATH(shm|udp) LABEL TOOL ARGS...: one perftest pair; the client's first result row
+pt() {
+	local path=$1 label=$2 tool=$3 shm=1
+	shift 3
+	[[ $path == udp ]] && shm=0
+	PORT=$((PORT + 1))
+	env -u LD_LIBRARY_PATH UROCE_SHM=$shm timeout -k 3 60 "$UROCE" run -- "$tool" -d uroce_lo -x 0 \
+		-p "$PORT" -F "$@" </dev/null >"$RAW/$label.$path.srv" 2>&1 &
+	local spid=$!
+	sleep 0.5
+	env -u LD_LIBRARY_PATH UROCE_SHM=$shm timeout -k 3 60 "$UROCE" run -- "$tool" -d uroce_lo -x 0 \
+		-p "$PORT" -F "$@" 127.0.0.1 </dev/null >"$RAW/$label.$path.cli" 2>&1
+	wait "$spid" 2>/dev/null
+	awk 'f && $1 ~ /^[0-9]+$/ && NF >= 5 { print; exit } /#bytes/ { f = 1 }' "$RAW/$label.$path.cli"
+}
+# lat LABEL TOOL ARGS: typical latency (us); bw LABEL TOOL ARGS: MB/s (10^6 B/s)
+lat() {
+	local label=$1 p row
+	shift
+	for p in shm udp; do
+		row=$(pt "$p" "$label" "$@")
+		[[ -n $row ]] && add "$label/$p" "$(awk '{ print $5 }' <<<"$row")"
+	done
+}
+bw() {
+	local label=$1 p row
+	shift
+	for p in shm udp; do
+		row=$(pt "$p" "$label" "$@")
+		[[ -n $row ]] && add "$label/$p" "$(awk '{ printf "%.0f", $4 * 1.048576 }' <<<"$row")"
+	done
+}
+
+START=$(date -u '+%Y-%m-%d %H:%M UTC')
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+for ((r = 1; r <= REPS; r++)); do
+	echo "[rep $r/$REPS] floors" >&2
+	add floor/shm "$("$TOOLS/shm_pingpong" -n 100000 | sed -n 's/.*oneway_us=\([0-9.]*\).*/\1/p')"
+	UPORT=$((PORT + 500 + r))
+	timeout -k 3 60 "$TOOLS/udp_pingpong" server -b 127.0.0.1 -p "$UPORT" -i 30 >/dev/null 2>&1 &
+	sleep 0.3
+	add floor/udp "$(timeout -k 3 60 "$TOOLS/udp_pingpong" client -H 127.0.0.1 -p "$UPORT" -s 2 -n 20000 \
+		-T 2 2>/dev/null | sed -n 's/.*median_us=\([0-9.]*\).*/\1/p' | head -1)"
+	wait
+	add memcpy/64K "$("$TOOLS/memcpy_bw" 65536 | sed -n 's/.*hot_MBps=\([0-9.]*\).*/\1/p')"
+	if command -v ucx_perftest >/dev/null; then
+		for t in tag_lat:8:lat:20000 tag_bw:1048576:bw:2000; do
+			IFS=: read -r test size kind iters <<<"$t"
+			UPORT=$((UPORT + 50))
+			env UCX_TLS=posix,self UCX_WARN_UNUSED_ENV_VARS=n timeout -k 3 60 ucx_perftest -p "$UPORT" \
+				>/dev/null 2>&1 &
+			sleep 0.5
+			out=$(env UCX_TLS=posix,self UCX_WARN_UNUSED_ENV_VARS=n timeout -k 3 60 ucx_perftest \
+				127.0.0.1 -p "$UPORT" -t "$test" -s "$size" -n "$iters" 2>&1 | grep -E '^ *Final:')
+			wait
+			# Final: iters typical_lat avg_lat overall_lat avg_bw(MiB/s) overall_bw ...
+			if [[ $kind == lat ]]; then
+				add ucx/tag_lat "$(awk '{ print $3 }' <<<"$out")"
+			else
+				add ucx/tag_bw "$(awk '{ printf "%.0f", $6 * 1.048576 }' <<<"$out")"
+			fi
+		done
+	fi
+	echo "[rep $r/$REPS] perftest" >&2
+	lat send_lat ib_send_lat -s 2 -n 20000
+	lat write_lat ib_write_lat -s 2 -n 20000
+	lat read_lat ib_read_lat -s 2 -n 5000
+	lat atomic_lat ib_atomic_lat -n 5000
+	bw write_bw ib_write_bw -s 65536 -D 2
+	bw send_bw ib_send_bw -s 65536 -D 2
+	bw read_bw ib_read_bw -s 65536 -D 2
+	bw write_bw_1M ib_write_bw -s 1048576 -D 2
+	bw write_bw_q8 ib_write_bw -s 65536 -D 2 -q 8
+	for p in shm udp; do # messages per second, not MB/s
+		row=$(pt "$p" write_bw_2B ib_write_bw -s 2 -D 2)
+		[[ -n $row ]] && add "write_bw_2B/$p" "$(awk '{ printf "%.3f", $5 }' <<<"$row")"
+	done
+done
+
+m() { median "${V[$1]:-}"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
+{
+	echo "# The same-host wire against UDP ($START, load $LOAD0 -> $(cut -d' ' -f1-3 /proc/loadavg))"
+	echo
+	echo "bench/shm.sh, tree $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null), medians of $REPS interleaved reps;"
+	echo "perftest through \`uroce run\` on loopback. 'shm' is the default, 'UDP' is UROCE_SHM=0."
+	echo
+	echo "| point | shm | UDP | UDP / shm |"
+	echo "|---|---:|---:|---:|"
+	for k in send_lat write_lat read_lat atomic_lat; do
+		echo "| ib_${k} (us, typical) | $(m $k/shm) | $(m $k/udp) | $(ratio "$(m $k/udp)" "$(m $k/shm)") |"
+	done
+	for k in write_bw send_bw read_bw write_bw_1M write_bw_q8; do
+		echo "| ib_${k} 64 KiB (MB/s) | $(m $k/shm) | $(m $k/udp) | $(ratio "$(m $k/shm)" "$(m $k/udp)") |" |
+			sed 's/_1M 64 KiB/ 1 MiB/; s/_q8 64 KiB/ 64 KiB -q 8/'
+	done
+	echo "| ib_write_bw 2 B (million messages/s) | $(m write_bw_2B/shm) | $(m write_bw_2B/udp) | $(ratio "$(m write_bw_2B/shm)" "$(m write_bw_2B/udp)") |"
+	echo
+	echo "| floor of the same run | value |"
+	echo "|---|---:|"
+	echo "| cache-line ping-pong one-way (bench/shm_pingpong.c) | $(m floor/shm) us |"
+	echo "| busy-poll UDP ping-pong one-way (bench/udp_pingpong.c) | $(m floor/udp) us |"
+	echo "| UCX posix tag_lat 8 B | $(m ucx/tag_lat) us |"
+	echo "| UCX posix tag_bw 1 MiB | $(m ucx/tag_bw) MB/s |"
+	echo "| memcpy 64 KiB, hot | $(m memcpy/64K) MB/s |"
+	echo
+	echo "Every value: $(for k in "${!V[@]}"; do printf '%s=[%s] ' "$k" "${V[$k]% }"; done)"
+} >"$OUT"
+cat "$OUT"

@@ -1,0 +1,873 @@
+/* The same-host wire: RoCEv2 packets through shared-memory rings.
+ *
+ * Discovery.  Every native endpoint (UDP port P) listens on the abstract
+ * Unix socket "\0uroce-shm-P" (SOCK_SEQPACKET).  A packet whose
+ * destination is a local address (127/8 or one of the device's GIDs) and
+ * UDP port P is, by the QPN rule (endpoint.c), for the endpoint bound to P
+ * in this network namespace - whose abstract socket namespace is the same
+ * one.  The first such packet connects to that name; until the link is up
+ * packets keep going over UDP.  Abstract names vanish with the last
+ * descriptor, so nothing outlives a kill -9, and SO_PEERCRED on both ends
+ * admits only the same effective uid.
+ *
+ * Links are one-way: the sender creates a memfd holding one SPSC ring,
+ * seals it against shrinking (so the receiver can never fault on a
+ * truncated mapping) and passes it with SCM_RIGHTS in its hello; the
+ * receiver answers with its endpoint's doorbell eventfd.  Two endpoints
+ * that talk both ways hold two links, so there is no tie to break when both
+ * connect at once.
+ *
+ * The ring carries the exact packets UDP would (BTH through ICRC), each
+ * behind a 16-byte record header (length, IPv4 source and destination),
+ * records 64-byte aligned; a record never wraps (a pad record skips to the
+ * start).  The ICRC is still computed by the sender but not checked: memory
+ * is not a wire.  Everything else the receiver reads is validated: head and
+ * tail against the ring size, each record's length and extent, and the
+ * packet is copied out of the shared mapping before it is parsed, so a peer
+ * that scribbles over the ring can at worst lose its own link (shutdown,
+ * counted in shm_bad_ring) and never make us read outside the mapping or
+ * parse a packet that changes under us.
+ *
+ * Progress.  The thread in ibv_poll_cq drains the rings with no system call
+ * (uroce_shm_rx from the endpoint's poll).  The progress thread raises a
+ * "sleeping" flag in every ring it drains before it blocks in epoll_wait;
+ * a sender that sees the flag after publishing a record clears it and
+ * writes the doorbell once.  So the doorbell costs a system call only when
+ * the receiver really sleeps.
+ *
+ * Faults.  A peer that dies or closes its endpoint hangs up the Unix
+ * socket: the progress thread sees EPOLLHUP, drains what is left and drops
+ * the link; the sending side goes back to UDP (and retries the connection
+ * after a second), so QPs aimed at a dead peer fail as they do on UDP, by
+ * their retry count.  Packets that do not fit a full ring are dropped, as a
+ * full socket buffer drops them (shm_ring_full).
+ *
+ * Locking: the send side of a link (its table, the ring's tail) is under
+ * ep->tx_lock, taken by whoever sends; the list of receiving links is
+ * changed only by the progress thread, under ep->rx_lock, and read by the
+ * drainer under rx_lock (and by the progress thread itself without it).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "uroce.h"
+#include "net/pcap.h"
+#include "net/shm.h"
+
+enum {
+	SHM_MAGIC = 0x5552534d, /* "URSM" */
+	SHM_VERSION = 1,
+	SHM_RING_BYTES = 8 << 20, /* as a socket buffer: the RC budget fits (rc.h) */
+	SHM_MIN_RING = 1 << 16,
+	SHM_MAX_RING = 1 << 26,
+	SHM_ALIGN = 64,
+	SHM_MIN_PKT = 16,   /* BTH and ICRC */
+	SHM_MAX_PKT = 8192, /* a packet is at most MTU 4096 plus headers */
+	SHM_PAD = 0xffffffffu,
+	SHM_REC_FIRST = 1, /* the link's first record: UDP packets came before */
+	SHM_HASH = 64,
+	SHM_MAX_PENDING = 64,
+	SHM_RX_BURST = 16, /* records per batch: one ACK flush, as one recvmmsg */
+};
+#define SHM_UDP_EVERY_NS 20000ull
+#define SHM_RETRY_NS	 1000000000ull
+
+/* The shared region: this header, then size bytes of records. */
+struct shm_ring {
+	uint32_t magic, version;
+	uint64_t size;
+	uint8_t pad0[SHM_ALIGN - 16];
+	_Atomic uint64_t head; /* written by the receiver */
+	uint8_t pad1[SHM_ALIGN - 8];
+	_Atomic uint64_t tail; /* written by the sender */
+	uint8_t pad2[SHM_ALIGN - 8];
+	_Atomic uint32_t sleeping; /* the receiver's progress thread blocks */
+	uint8_t pad3[SHM_ALIGN - 4];
+	uint8_t data[];
+};
+_Static_assert(sizeof(struct shm_ring) == 4 * SHM_ALIGN, "ring header layout");
+
+struct shm_rec {
+	uint32_t len;	   /* packet bytes, or SHM_PAD */
+	uint32_t src, dst; /* IPv4, network order */
+	uint32_t flags;	   /* SHM_REC_FIRST */
+};
+
+struct shm_hello {
+	uint32_t magic, version;
+	uint16_t port; /* the sender's UDP port: the source of its packets */
+	uint16_t resv;
+	uint32_t ring_bytes;
+};
+
+enum shm_kind { SHM_LISTEN = 1, SHM_TX, SHM_RX };
+
+/* First member of everything the progress thread's epoll points at. */
+struct shm_obj {
+	enum shm_kind kind;
+	struct uroce_shm *s;
+};
+
+enum txl_state { TXL_NONE, TXL_CONNECTING, TXL_UP };
+
+struct shm_txl { /* we send; ep->tx_lock */
+	struct shm_obj o;
+	struct shm_txl *next;
+	uint16_t port;
+	enum txl_state state;
+	bool flushed; /* the UDP batch was sent before the first ring record */
+	bool used;    /* a record was sent: the first carries SHM_REC_FIRST */
+	int fd, bell;
+	struct shm_ring *r;
+	size_t maplen;
+	uint64_t tail, size, retry_ns;
+};
+
+struct shm_rxl { /* we receive */
+	struct shm_obj o;
+	struct shm_rxl *next;
+	uint16_t port;
+	atomic_bool bad;
+	int fd;
+	struct shm_ring *r;
+	size_t maplen;
+	uint64_t head, size;
+};
+
+struct uroce_shm {
+	struct uroce_ep *ep;
+	struct shm_obj lo;
+	int lfd, bell;
+	bool epolled;
+	struct shm_txl *tx[SHM_HASH]; /* tx_lock */
+	struct shm_rxl *rx;	      /* links up: progress thread writes, under rx_lock */
+	struct shm_rxl *pending;      /* handshakes: progress thread only */
+	int npending;
+	bool udp_busy; /* rx_lock */
+	uint64_t udp_next_ns;
+	uint8_t buf[SHM_MAX_PKT]; /* the packet being delivered, out of the ring */
+};
+
+static uint64_t align_up(uint64_t n)
+{
+	return (n + SHM_ALIGN - 1) & ~(uint64_t)(SHM_ALIGN - 1);
+}
+
+static bool shm_wanted(void)
+{
+	const char *v = getenv("UROCE_SHM"), *f = getenv("UROCE_FAULT");
+
+	if (v && (!strcmp(v, "0") || !strcasecmp(v, "off")))
+		return false;
+	/* every fault applies to UDP packets only (docs/design.md) */
+	return !(f && *f);
+}
+
+static socklen_t shm_addr(struct sockaddr_un *a, uint16_t port)
+{
+	int n;
+
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "uroce-shm-%u", port);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+static bool same_user(int fd)
+{
+	struct ucred uc;
+	socklen_t l = sizeof(uc);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) && uc.uid == geteuid();
+}
+
+static void *tag(struct shm_obj *o)
+{
+	return (char *)o + 1;
+}
+
+static void watch(struct uroce_ctx *ctx, int fd, struct shm_obj *o)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = tag(o)};
+
+	if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) ||
+	    epoll_ctl(ctx->wake_epfd, EPOLL_CTL_ADD, fd, &ev))
+		ur_dbg("shm: epoll_ctl: %s", strerror(errno));
+}
+
+/* Before closing a watched socket: a process forked from this one may hold
+ * the same open file, and closing ours would then leave it in the epoll
+ * sets, pointing at freed memory. */
+static void unwatch(struct uroce_ctx *ctx, int fd)
+{
+	if (ctx->epfd >= 0)
+		epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, fd, NULL);
+	if (ctx->wake_epfd >= 0)
+		epoll_ctl(ctx->wake_epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+void uroce_shm_ep_init(struct uroce_ep *ep, bool reuse)
+{
+	struct uroce_shm *s;
+	struct sockaddr_un a;
+	socklen_t al = shm_addr(&a, ep->port);
+
+	if (reuse || uroce_std_mode() || !shm_wanted())
+		return;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return;
+	s->ep = ep;
+	s->lo = (struct shm_obj){.kind = SHM_LISTEN, .s = s};
+	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	s->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (s->lfd < 0 || s->bell < 0 || bind(s->lfd, (struct sockaddr *)&a, al) ||
+	    listen(s->lfd, SHM_MAX_PENDING)) {
+		/* EADDRINUSE: some other socket holds the name; UDP only */
+		ur_dbg("shm: no shared-memory wire on port %u: %s", ep->port, strerror(errno));
+		if (s->lfd >= 0)
+			close(s->lfd);
+		if (s->bell >= 0)
+			close(s->bell);
+		free(s);
+		return;
+	}
+	ep->shm = s;
+}
+
+void uroce_shm_epoll_add(struct uroce_ep *ep)
+{
+	struct uroce_shm *s = ep->shm;
+	struct uroce_ctx *ctx = ep->ctx;
+	struct epoll_event bell = {.events = EPOLLIN | EPOLLET, .data.ptr = ep};
+
+	if (!s || s->epolled || ctx->epfd < 0)
+		return;
+	watch(ctx, s->lfd, &s->lo);
+	/* edge-triggered: a write wakes the thread, nobody needs to read it */
+	if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, s->bell, &bell))
+		ur_dbg("shm: epoll_ctl: %s", strerror(errno));
+	s->epolled = true;
+}
+
+static void txl_down(struct shm_txl *l, uint64_t retry_ns)
+{
+	if (l->fd >= 0) {
+		unwatch(l->o.s->ep->ctx, l->fd);
+		close(l->fd);
+	}
+	if (l->bell >= 0)
+		close(l->bell);
+	if (l->r)
+		munmap(l->r, l->maplen);
+	l->fd = l->bell = -1;
+	l->r = NULL;
+	l->state = TXL_NONE;
+	l->retry_ns = retry_ns;
+}
+
+static void rxl_free(struct shm_rxl *l)
+{
+	if (l->fd >= 0) {
+		unwatch(l->o.s->ep->ctx, l->fd);
+		close(l->fd);
+	}
+	if (l->r)
+		munmap(l->r, l->maplen);
+	free(l);
+}
+
+void uroce_shm_ep_fini(struct uroce_ep *ep)
+{
+	struct uroce_shm *s = ep->shm;
+
+	if (!s)
+		return;
+	ep->shm = NULL;
+	unwatch(ep->ctx, s->lfd);
+	unwatch(ep->ctx, s->bell);
+	close(s->lfd);
+	close(s->bell);
+	for (int i = 0; i < SHM_HASH; i++)
+		while (s->tx[i]) {
+			struct shm_txl *l = s->tx[i];
+
+			s->tx[i] = l->next;
+			txl_down(l, 0);
+			free(l);
+		}
+	for (struct shm_rxl **list = &s->rx; list; list = list == &s->rx ? &s->pending : NULL)
+		while (*list) {
+			struct shm_rxl *l = *list;
+
+			*list = l->next;
+			rxl_free(l);
+		}
+	free(s);
+}
+
+/* ---- handshake messages ---- */
+
+static int send_fd(int sock, const struct shm_hello *h, int fd)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} c;
+	struct iovec iov = {.iov_base = (void *)h, .iov_len = sizeof(*h)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.b, .msg_controllen = sizeof(c.b)};
+	struct cmsghdr *cm;
+
+	memset(&c, 0, sizeof(c));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+	return sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*h) ? 0 : -1;
+}
+
+/* One hello or reply with exactly one descriptor: 0, 1 (nothing yet) or -1
+ * (anything else; every descriptor received is closed). */
+static int recv_fd(int sock, struct shm_hello *h, int *fd)
+{
+	union {
+		char b[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} c;
+	struct iovec iov = {.iov_base = h, .iov_len = sizeof(*h)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.b, .msg_controllen = sizeof(c.b)};
+	ssize_t n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	*fd = -1;
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 1;
+	for (struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm;
+	     cm = CMSG_NXTHDR(&mh, cm)) {
+		size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < nfd; i++) {
+			int f;
+
+			memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(f));
+			if (*fd < 0)
+				*fd = f;
+			else
+				close(f);
+		}
+	}
+	if (n != (ssize_t)sizeof(*h) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || *fd < 0 ||
+	    h->magic != SHM_MAGIC || h->version != SHM_VERSION) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+static bool is_eventfd(int fd)
+{
+	char p[64], t[64];
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	n = readlink(p, t, sizeof(t) - 1);
+	if (n <= 0)
+		return false;
+	t[n] = 0;
+	return !strcmp(t, "anon_inode:[eventfd]");
+}
+
+/* ---- the sending side (ep->tx_lock held) ---- */
+
+static struct shm_txl *txl_find(struct uroce_shm *s, uint16_t port, bool create)
+{
+	struct shm_txl **b = &s->tx[port % SHM_HASH], *l;
+
+	for (l = *b; l; l = l->next)
+		if (l->port == port)
+			return l;
+	if (!create || !(l = calloc(1, sizeof(*l))))
+		return NULL;
+	l->o = (struct shm_obj){.kind = SHM_TX, .s = s};
+	l->port = port;
+	l->fd = l->bell = -1;
+	l->next = *b;
+	*b = l;
+	return l;
+}
+
+/* Connect to the endpoint on port l->port and offer it a ring. */
+static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
+{
+	struct uroce_ctx *ctx = s->ep->ctx;
+	size_t len = sizeof(struct shm_ring) + SHM_RING_BYTES;
+	struct shm_hello h = {.magic = SHM_MAGIC,
+			      .version = SHM_VERSION,
+			      .port = s->ep->port,
+			      .ring_bytes = SHM_RING_BYTES};
+	struct sockaddr_un a;
+	socklen_t al = shm_addr(&a, l->port);
+	int mfd = -1;
+
+	l->retry_ns = uroce_now_ns() + SHM_RETRY_NS;
+	if (ctx->epfd < 0)
+		return;
+	l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (l->fd < 0 || connect(l->fd, (struct sockaddr *)&a, al))
+		goto fail; /* no uroce endpoint there (or its backlog is full) */
+	if (!same_user(l->fd)) {
+		ur_dbg("shm: port %u belongs to another user: UDP", l->port);
+		goto fail;
+	}
+	mfd = memfd_create("uroce-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0 || ftruncate(mfd, (off_t)len) ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+		goto fail;
+	l->r = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (l->r == MAP_FAILED) {
+		l->r = NULL;
+		goto fail;
+	}
+	l->maplen = len;
+	l->size = SHM_RING_BYTES;
+	l->tail = 0;
+	l->r->magic = SHM_MAGIC;
+	l->r->version = SHM_VERSION;
+	l->r->size = SHM_RING_BYTES;
+	if (send_fd(l->fd, &h, mfd))
+		goto fail;
+	close(mfd);
+	l->state = TXL_CONNECTING;
+	watch(ctx, l->fd, &l->o);
+	return;
+fail:
+	ur_trace("shm: no link to port %u: %s", l->port, strerror(errno));
+	if (mfd >= 0)
+		close(mfd);
+	txl_down(l, l->retry_ns);
+}
+
+/* The receiver's answer: its doorbell. */
+static void txl_reply(struct shm_txl *l)
+{
+	struct shm_hello h;
+	int bell, r = recv_fd(l->fd, &h, &bell);
+
+	if (r > 0)
+		return;
+	/* non-blocking whatever the peer made it: a counter it filled must
+	 * not block our sends (a failed doorbell costs only its wake-up) */
+	if (r < 0 || h.port != l->port || !is_eventfd(bell) || fcntl(bell, F_SETFL, O_NONBLOCK)) {
+		if (bell >= 0)
+			close(bell);
+		ur_dbg("shm: bad reply from port %u: UDP", l->port);
+		txl_down(l, uroce_now_ns() + SHM_RETRY_NS);
+		return;
+	}
+	l->bell = bell;
+	l->flushed = false;
+	l->used = false;
+	l->state = TXL_UP;
+	uroce_count(l->o.s->ep->ctx, shm_links, 1);
+	ur_dbg("shm: port %u -> %u over shared memory", l->o.s->ep->port, l->port);
+}
+
+/* Append one record: 0, -ENOSPC (full) or -EIO (the receiver has
+ * written nonsense into head). */
+static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void *buf, size_t len)
+{
+	struct shm_ring *r = l->r;
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+	uint64_t tail = l->tail, size = l->size, off = tail & (size - 1), pad = 0;
+	uint64_t need = align_up(sizeof(struct shm_rec) + len);
+	struct shm_rec h = {.len = (uint32_t)len,
+			    .src = ip->src.v4.s_addr,
+			    .dst = ip->dst.v4.s_addr,
+			    .flags = l->used ? 0 : SHM_REC_FIRST};
+
+	if (tail - head > size || head % SHM_ALIGN)
+		return -EIO;
+	if (off + need > size)
+		pad = size - off;
+	if (tail + pad + need - head > size)
+		return -ENOSPC;
+	if (pad) {
+		struct shm_rec p = {.len = SHM_PAD};
+
+		memcpy(r->data + off, &p, sizeof(p));
+		tail += pad;
+		off = 0;
+	}
+	memcpy(r->data + off, &h, sizeof(h));
+	memcpy(r->data + off + sizeof(h), buf, len);
+	l->tail = tail + need;
+	l->used = true;
+	atomic_store_explicit(&r->tail, l->tail, memory_order_release);
+	/* tail store, then the flag load; the receiver stores the flag, then
+	 * loads tail (uroce_shm_sleep) */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&r->sleeping, memory_order_relaxed) &&
+	    atomic_exchange(&r->sleeping, 0)) {
+		uint64_t one = 1;
+
+		if (write(l->bell, &one, sizeof(one)) < 0)
+			ur_trace("shm doorbell: %s", strerror(errno));
+	}
+	return 0;
+}
+
+static bool dst_local(const struct uroce_ctx *ctx, struct in_addr a)
+{
+	const struct uroce_dev *d = ctx->dev;
+
+	if ((ntohl(a.s_addr) >> 24) == 127)
+		return true;
+	for (int i = 0; i < d->ngid; i++)
+		if (d->gid[i].family == AF_INET && d->gid[i].addr.v4.s_addr == a.s_addr)
+			return true;
+	return false;
+}
+
+bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len)
+{
+	struct uroce_shm *s = ep->shm;
+	struct uroce_ctx *ctx = ep->ctx;
+	struct shm_txl *l;
+	int err;
+
+	if (!s || ip->family != AF_INET || len > SHM_MAX_PKT || ip->dport == UR_ROCE_PORT ||
+	    IN_MULTICAST(ntohl(ip->dst.v4.s_addr)) || !dst_local(ctx, ip->dst.v4))
+		return false;
+	pthread_mutex_lock(&ep->tx_lock);
+	l = txl_find(s, ip->dport, true);
+	if (l && l->state == TXL_NONE && uroce_now_ns() >= l->retry_ns)
+		txl_connect(s, l);
+	if (l && l->state == TXL_UP && !l->flushed) {
+		/* what UDP has queued goes first, so the switch keeps order */
+		pthread_mutex_unlock(&ep->tx_lock);
+		uroce_ep_flush(ep);
+		pthread_mutex_lock(&ep->tx_lock);
+		l->flushed = true;
+	}
+	if (!l || l->state != TXL_UP) {
+		pthread_mutex_unlock(&ep->tx_lock);
+		return false;
+	}
+	err = ring_put(l, ip, buf, len);
+	if (err == -EIO) {
+		ur_warn("shm: the ring to port %u is corrupt: dropping the link", l->port);
+		uroce_count(ctx, shm_bad, 1);
+		txl_down(l, uroce_now_ns() + SHM_RETRY_NS);
+	}
+	pthread_mutex_unlock(&ep->tx_lock);
+	if (err == -EIO)
+		return false;
+	if (err) {
+		uroce_count(ctx, shm_full, 1);
+		return true; /* dropped, as by a full socket buffer */
+	}
+	uroce_count(ctx, shm_tx, 1);
+	uroce_count(ctx, tx_pkts, 1);
+	uroce_count(ctx, tx_bytes, len);
+	uroce_pcap(ctx, UROCE_PCAP_TX, ip, buf, len);
+	return true;
+}
+
+/* ---- the receiving side ---- */
+
+static void rxl_bad(struct uroce_shm *s, struct shm_rxl *l, const char *why)
+{
+	if (atomic_exchange(&l->bad, true))
+		return;
+	ur_warn("shm: the ring from port %u is corrupt (%s): dropping the link", l->port, why);
+	uroce_count(s->ep->ctx, shm_bad, 1);
+	shutdown(l->fd, SHUT_RDWR); /* the progress thread sees the hangup */
+}
+
+/* Deliver up to want records of l (rx_lock held). */
+static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
+		      uroce_shm_deliver_fn deliver, void (*udp_first)(struct uroce_ep *ep))
+{
+	struct shm_ring *r = l->r;
+	struct uroce_ep *ep = s->ep;
+	uint64_t head = l->head, size = l->size;
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+	int n = 0;
+
+	while (n < want && tail != head) {
+		uint64_t avail = tail - head, off = head & (size - 1), need;
+		struct uroce_ipinfo ip = {.family = AF_INET, .sport = l->port, .dport = ep->port};
+		struct shm_rec h;
+
+		if (avail > size || avail % SHM_ALIGN) {
+			rxl_bad(s, l, "tail");
+			break;
+		}
+		memcpy(&h, r->data + off, sizeof(h));
+		if (h.len == SHM_PAD) {
+			if (size - off > avail) {
+				rxl_bad(s, l, "pad");
+				break;
+			}
+			head += size - off;
+			continue;
+		}
+		need = align_up(sizeof(h) + (uint64_t)h.len);
+		if (h.len < SHM_MIN_PKT || h.len > SHM_MAX_PKT || need > avail ||
+		    off + need > size) {
+			rxl_bad(s, l, "record length");
+			break;
+		}
+		memcpy(s->buf, r->data + off + sizeof(h), h.len);
+		head += need;
+		__atomic_store_n(&l->head, head, __ATOMIC_RELAXED); /* uroce_shm_sleep reads it */
+		atomic_store_explicit(&r->head, head, memory_order_release);
+		ip.src.v4.s_addr = h.src;
+		ip.dst.v4.s_addr = h.dst;
+		uroce_count(ep->ctx, shm_rx, 1);
+		uroce_count(ep->ctx, rx_pkts, 1);
+		uroce_count(ep->ctx, rx_bytes, h.len);
+		if (h.flags & SHM_REC_FIRST)
+			udp_first(ep);
+		deliver(ep, s->buf, h.len, &ip);
+		n++;
+	}
+	if (head != l->head) { /* pads only */
+		__atomic_store_n(&l->head, head, __ATOMIC_RELAXED);
+		atomic_store_explicit(&r->head, head, memory_order_release);
+	}
+	return n;
+}
+
+int uroce_shm_rx(struct uroce_ep *ep, int want, uroce_shm_deliver_fn deliver,
+		 void (*udp_first)(struct uroce_ep *ep))
+{
+	struct uroce_shm *s = ep->shm;
+	int n = 0;
+
+	if (!s)
+		return 0;
+	if (want > SHM_RX_BURST)
+		want = SHM_RX_BURST;
+	for (struct shm_rxl *l = s->rx; l && n < want; l = l->next)
+		if (!atomic_load_explicit(&l->bad, memory_order_relaxed))
+			n += ring_drain(s, l, want - n, deliver, udp_first);
+	return n;
+}
+
+bool uroce_shm_udp_due(struct uroce_ep *ep)
+{
+	struct uroce_shm *s = ep->shm;
+	uint64_t now;
+
+	if (!s || !s->rx || s->udp_busy)
+		return true;
+	now = uroce_now_ns();
+	if (now < s->udp_next_ns)
+		return false;
+	s->udp_next_ns = now + SHM_UDP_EVERY_NS;
+	return true;
+}
+
+void uroce_shm_udp_seen(struct uroce_ep *ep, bool got)
+{
+	if (ep->shm)
+		ep->shm->udp_busy = got;
+}
+
+/* ---- the progress thread ---- */
+
+static void rxl_accept(struct uroce_shm *s)
+{
+	for (;;) {
+		int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct shm_rxl *l;
+
+		if (fd < 0)
+			return;
+		if (!same_user(fd) || s->npending >= SHM_MAX_PENDING ||
+		    !(l = calloc(1, sizeof(*l)))) {
+			ur_dbg("shm: refused a connection on port %u", s->ep->port);
+			close(fd);
+			continue;
+		}
+		l->o = (struct shm_obj){.kind = SHM_RX, .s = s};
+		l->fd = fd;
+		l->next = s->pending;
+		s->pending = l;
+		s->npending++;
+		watch(s->ep->ctx, fd, &l->o);
+	}
+}
+
+static void unlink_rxl(struct shm_rxl **list, struct shm_rxl *l)
+{
+	for (; *list; list = &(*list)->next)
+		if (*list == l) {
+			*list = l->next;
+			return;
+		}
+}
+
+/* A hello on a pending link: map the ring, answer with the doorbell. */
+static int rxl_hello(struct uroce_shm *s, struct shm_rxl *l)
+{
+	struct shm_hello h, rep = {.magic = SHM_MAGIC, .version = SHM_VERSION, .port = s->ep->port};
+	size_t len;
+	struct stat st;
+	int mfd, seals, r = recv_fd(l->fd, &h, &mfd);
+	void *map;
+
+	if (r)
+		return r;
+	len = sizeof(struct shm_ring) + (size_t)h.ring_bytes;
+	seals = fcntl(mfd, F_GET_SEALS);
+	if (h.ring_bytes < SHM_MIN_RING || h.ring_bytes > SHM_MAX_RING ||
+	    (h.ring_bytes & (h.ring_bytes - 1)) || seals < 0 || !(seals & F_SEAL_SHRINK) ||
+	    fstat(mfd, &st) || st.st_size != (off_t)len) {
+		close(mfd);
+		return -1;
+	}
+	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	close(mfd);
+	if (map == MAP_FAILED)
+		return -1;
+	l->r = map;
+	l->maplen = len;
+	l->size = h.ring_bytes;
+	l->port = h.port;
+	l->head = 0;
+	rep.ring_bytes = h.ring_bytes;
+	if (send_fd(l->fd, &rep, s->bell))
+		return -1;
+	unlink_rxl(&s->pending, l);
+	s->npending--;
+	pthread_mutex_lock(&s->ep->rx_lock);
+	l->next = s->rx;
+	s->rx = l;
+	pthread_mutex_unlock(&s->ep->rx_lock);
+	return 0;
+}
+
+static void rxl_event(struct uroce_shm *s, struct shm_rxl *l, uint32_t events)
+{
+	bool up = false, hup = events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR);
+
+	for (struct shm_rxl *p = s->rx; p && !up; p = p->next)
+		up = p == l;
+	if (!up) {
+		int r = (events & EPOLLIN) ? rxl_hello(s, l) : -1;
+
+		if (r > 0 && !hup)
+			return; /* not here yet */
+		if (r) {
+			unlink_rxl(&s->pending, l);
+			s->npending--;
+			rxl_free(l);
+			return;
+		}
+		if (!hup)
+			return; /* up */
+	}
+	/* a hangup (or anything else: a link carries no messages once up):
+	 * deliver what the peer left - its last packets, an application may
+	 * be draining the ring meanwhile - then drop the link */
+	for (int i = 0; i < 1000 && !atomic_load(&l->bad) &&
+			atomic_load(&l->r->tail) != __atomic_load_n(&l->head, __ATOMIC_RELAXED);
+	     i++)
+		if (!uroce_ep_poll(s->ep, 1024))
+			sched_yield();
+	pthread_mutex_lock(&s->ep->rx_lock);
+	unlink_rxl(&s->rx, l);
+	pthread_mutex_unlock(&s->ep->rx_lock);
+	ur_dbg("shm: link from port %u closed", l->port);
+	rxl_free(l);
+}
+
+static void txl_event(struct uroce_shm *s, struct shm_txl *l, uint32_t events)
+{
+	pthread_mutex_lock(&s->ep->tx_lock);
+	if (l->state == TXL_CONNECTING && (events & EPOLLIN))
+		txl_reply(l);
+	else if (l->state == TXL_UP && (events & EPOLLIN))
+		events |= EPOLLHUP; /* nothing is ever sent after the reply */
+	if (l->state != TXL_NONE && (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))) {
+		ur_dbg("shm: link to port %u closed", l->port);
+		txl_down(l, l->state == TXL_UP ? 0 : uroce_now_ns() + SHM_RETRY_NS);
+	}
+	pthread_mutex_unlock(&s->ep->tx_lock);
+}
+
+void uroce_shm_event(struct uroce_ctx *ctx, void *p, uint32_t events)
+{
+	struct shm_obj *o = (struct shm_obj *)((uintptr_t)p & ~(uintptr_t)1);
+
+	(void)ctx;
+	switch (o->kind) {
+	case SHM_LISTEN:
+		rxl_accept(o->s);
+		break;
+	case SHM_TX:
+		txl_event(o->s, (struct shm_txl *)o, events);
+		break;
+	case SHM_RX:
+		rxl_event(o->s, (struct shm_rxl *)o, events);
+		break;
+	}
+}
+
+bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on)
+{
+	int nep = atomic_load(&ctx->nep);
+	bool busy = false;
+
+	for (int i = 0; i < nep; i++) {
+		struct uroce_shm *s = ctx->ep[i]->shm;
+
+		for (struct shm_rxl *l = s ? s->rx : NULL; l; l = l->next) {
+			/* our own copy of head, never the shared one: a peer
+			 * could make a ring look busy forever */
+			if (atomic_load_explicit(&l->bad, memory_order_relaxed))
+				continue;
+			atomic_store(&l->r->sleeping, on);
+			if (on &&
+			    atomic_load(&l->r->tail) != __atomic_load_n(&l->head, __ATOMIC_RELAXED))
+				busy = true;
+		}
+	}
+	return busy;
+}
+
+void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len)
+{
+	struct uroce_shm *s = ep->shm;
+	void *map = NULL;
+
+	/* a mapping of its own, as a peer has: ours may go away any time */
+	pthread_mutex_lock(&ep->rx_lock);
+	for (struct shm_rxl *l = s ? s->rx : NULL; l && !map; l = l->next)
+		if (l->port == peer_port && !atomic_load(&l->bad)) {
+			map = mremap(l->r, 0, l->maplen, MREMAP_MAYMOVE);
+			*len = l->maplen;
+		}
+	pthread_mutex_unlock(&ep->rx_lock);
+	return map == MAP_FAILED ? NULL : map;
+}

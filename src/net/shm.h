@@ -1,0 +1,66 @@
+/* The same-host wire: RoCEv2 packets through shared memory (src/net/shm.c).
+ *
+ * An endpoint whose peer endpoint belongs to a uroce context of the same
+ * user on the same host (same network namespace) sends its packets through
+ * a shared-memory ring instead of UDP.  The packets are the ones UDP would
+ * carry (BTH through ICRC); only the endpoint's transmit and receive
+ * layers know which wire a packet took.  docs/design.md, "The same-host
+ * wire", gives the design and its measurements.
+ */
+#ifndef UROCE_NET_SHM_H
+#define UROCE_NET_SHM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct uroce_ctx;
+struct uroce_ep;
+struct uroce_ipinfo;
+
+/* Offer the wire on ep (its listening socket); no-op when UROCE_SHM=0,
+ * UROCE_FAULT is set, in standard-port mode and for multicast endpoints. */
+void uroce_shm_ep_init(struct uroce_ep *ep, bool reuse);
+/* Release everything (the progress thread is stopped). */
+void uroce_shm_ep_fini(struct uroce_ep *ep);
+/* Register ep's listener and doorbell with the progress engine's epolls. */
+void uroce_shm_epoll_add(struct uroce_ep *ep);
+
+/* Send one packet through shared memory when ip's destination is a local
+ * uroce endpoint reachable that way.  Returns false when the caller must
+ * send it over UDP (not local, link not up yet, hostile ring). */
+bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf,
+		    size_t len);
+
+/* Receive path (rx_lock held): up to want packets from ep's rings, each
+ * handed to deliver.  A link's first record comes after what its sender
+ * sent over UDP: udp_first is called before it is delivered, to keep the
+ * order.  Returns how many. */
+typedef void (*uroce_shm_deliver_fn)(struct uroce_ep *ep, uint8_t *data, size_t len,
+				     const struct uroce_ipinfo *ip);
+int uroce_shm_rx(struct uroce_ep *ep, int want, uroce_shm_deliver_fn deliver,
+		 void (*udp_first)(struct uroce_ep *ep));
+/* Should this poll read the UDP socket too (rx_lock held)?  While ep has
+ * shared-memory peers, a polling loop reads it only every 20 us, or while
+ * it returns packets (uroce_shm_udp_seen): the recvmmsg system call would
+ * be most of a poll's cost, and a same-host message's latency. */
+bool uroce_shm_udp_due(struct uroce_ep *ep);
+void uroce_shm_udp_seen(struct uroce_ep *ep, bool got);
+
+/* Progress thread: an epoll event whose data pointer has the low bit set
+ * belongs to this module. */
+static inline bool uroce_shm_is_event(const void *p)
+{
+	return ((uintptr_t)p & 1u) != 0;
+}
+void uroce_shm_event(struct uroce_ctx *ctx, void *p, uint32_t events);
+/* Before (on) and after (off) the progress thread sleeps on its epoll:
+ * raise or clear the "consumer sleeps" flag of every ring it drains.
+ * Returns true when a ring already holds packets (do not sleep). */
+bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on);
+
+/* Tests (tests/unit/test_shm.c): a new mapping (munmap it) of the ring of
+ * ep's link from peer_port, or NULL, and its size in bytes. */
+void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len);
+
+#endif

@@ -1,0 +1,757 @@
+/* The same-host wire (src/net/shm.c): that it is used, that it keeps the
+ * transport's semantics, and that nothing a peer does to it can hurt us.
+ *
+ *  - one-sided stream: RC WRITEs into a target that never polls (its
+ *    progress thread, woken through the doorbell, serves them), data
+ *    verified, packets counted on the shared-memory wire both ways;
+ *  - UROCE_SHM=0: the same over UDP, no link;
+ *  - hostile peer: the test scribbles over the receiver's ring (tail,
+ *    record lengths, random bytes everywhere, the head the sender reads,
+ *    well-formed records holding garbage packets); each time the victim
+ *    survives, drops the link or the packets, and the next transfers
+ *    complete with the right data (over UDP or a new link);
+ *  - setup/teardown races: contexts opened, a WRITE posted at once and
+ *    everything closed, many times; no descriptor or mapping is left;
+ *  - kill -9 of the requester (the target survives, its links go away, a
+ *    new peer connects) and of the target (the requester's WR fails with
+ *    IBV_WC_RETRY_EXC_ERR, as on UDP);
+ *  - many processes writing into one target at once;
+ *  - 1,024 QP pairs, each a WRITE and a SEND.
+ */
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "uroce.h"
+#include "net/shm.h"
+
+static unsigned int passed, failed;
+
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (cond) {                                                                        \
+			passed++;                                                                  \
+		} else {                                                                           \
+			failed++;                                                                  \
+			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                     \
+			printf(__VA_ARGS__);                                                       \
+			printf("\n");                                                              \
+			fflush(stdout);                                                            \
+		}                                                                                  \
+	} while (0)
+
+#define BUF	(1u << 20)
+#define WAIT_MS 30000
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* One context with a PD, an MR over buf and a CQ. */
+struct node {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	uint8_t *buf;
+	union ibv_gid gid;
+};
+
+struct qpinfo {
+	uint32_t qpn, rkey;
+	uint64_t addr;
+};
+
+static int node_open(struct node *n, int cqe)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_device *dev = NULL;
+
+	memset(n, 0, sizeof(*n));
+	for (int i = 0; l && l[i]; i++)
+		if (!strcmp(ibv_get_device_name(l[i]), "uroce_lo"))
+			dev = l[i];
+	n->ctx = dev ? ibv_open_device(dev) : NULL;
+	if (l)
+		ibv_free_device_list(l);
+	if (!n->ctx)
+		return -1;
+	n->pd = ibv_alloc_pd(n->ctx);
+	n->cq = ibv_create_cq(n->ctx, cqe, NULL, NULL, 0);
+	n->buf = aligned_alloc(4096, BUF);
+	if (!n->pd || !n->cq || !n->buf || ibv_query_gid(n->ctx, 1, 0, &n->gid))
+		return -1;
+	memset(n->buf, 0, BUF);
+	n->mr =
+	    ibv_reg_mr(n->pd, n->buf, BUF,
+		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	return n->mr ? 0 : -1;
+}
+
+static void node_close(struct node *n)
+{
+	if (n->mr)
+		ibv_dereg_mr(n->mr);
+	if (n->cq)
+		ibv_destroy_cq(n->cq);
+	if (n->pd)
+		ibv_dealloc_pd(n->pd);
+	if (n->ctx)
+		ibv_close_device(n->ctx);
+	free(n->buf);
+	memset(n, 0, sizeof(*n));
+}
+
+static struct ibv_qp *qp_new(struct node *n)
+{
+	struct ibv_qp_init_attr ia = {
+	    .qp_type = IBV_QPT_RC,
+	    .send_cq = n->cq,
+	    .recv_cq = n->cq,
+	    .cap = {.max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 1, .max_recv_sge = 1},
+	};
+
+	return ibv_create_qp(n->pd, &ia);
+}
+
+static int qp_rts(struct node *n, struct ibv_qp *qp, uint32_t dqpn, uint8_t timeout, uint8_t retry)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+				.port_num = 1,
+				.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+						   IBV_ACCESS_REMOTE_WRITE |
+						   IBV_ACCESS_REMOTE_READ};
+
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_4096;
+	a.dest_qp_num = dqpn;
+	a.rq_psn = 100;
+	a.max_dest_rd_atomic = 16;
+	a.min_rnr_timer = 1;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = n->gid;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = timeout;
+	a.retry_cnt = retry;
+	a.rnr_retry = 7;
+	a.sq_psn = 100;
+	a.max_rd_atomic = 16;
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static int post(struct ibv_qp *qp, enum ibv_wr_opcode op, struct node *n, uint32_t off,
+		uint32_t len, const struct qpinfo *peer, uint32_t roff, uint64_t id)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)n->buf + off, .length = len, .lkey = n->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = op,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+
+	if (peer) {
+		wr.wr.rdma.remote_addr = peer->addr + roff;
+		wr.wr.rdma.rkey = peer->rkey;
+	}
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static int post_recv(struct ibv_qp *qp, struct node *n, uint32_t off, uint32_t len)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)n->buf + off, .length = len, .lkey = n->mr->lkey};
+	struct ibv_recv_wr wr = {.sg_list = &sge, .num_sge = 1}, *bad;
+
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+/* n completions on cq, all successful (or *status gets the first error). */
+static int wait_cq(struct ibv_cq *cq, int n, enum ibv_wc_status *status)
+{
+	uint64_t end = now_ms() + WAIT_MS;
+	struct ibv_wc wc[16];
+
+	if (status)
+		*status = IBV_WC_SUCCESS;
+	while (n > 0 && now_ms() < end) {
+		int r = ibv_poll_cq(cq, n < 16 ? n : 16, wc);
+
+		if (r < 0)
+			return -1;
+		for (int i = 0; i < r; i++)
+			if (wc[i].status != IBV_WC_SUCCESS && status && *status == IBV_WC_SUCCESS)
+				*status = wc[i].status;
+		n -= r;
+	}
+	return n ? -1 : 0;
+}
+
+static struct uroce_counters *cnt(struct node *n)
+{
+	return to_uctx(n->ctx)->cnt;
+}
+
+#define CNT(n, f) atomic_load(&cnt(n)->f)
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed * 2654435761u + i * 31u + (i >> 8));
+}
+
+static int count_maps(const char *what)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, what) != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* A and B in this process, one QP each, connected. */
+struct pair {
+	struct node a, b;
+	struct ibv_qp *qa, *qb;
+	struct qpinfo ib; /* B's buffer, for A's WRITEs */
+};
+
+static int pair_open(struct pair *p)
+{
+	memset(p, 0, sizeof(*p));
+	if (node_open(&p->a, 256) || node_open(&p->b, 256))
+		return -1;
+	p->qa = qp_new(&p->a);
+	p->qb = qp_new(&p->b);
+	if (!p->qa || !p->qb || qp_rts(&p->a, p->qa, p->qb->qp_num, 14, 7) ||
+	    qp_rts(&p->b, p->qb, p->qa->qp_num, 14, 7))
+		return -1;
+	p->ib = (struct qpinfo){
+	    .qpn = p->qb->qp_num, .rkey = p->b.mr->rkey, .addr = (uintptr_t)p->b.buf};
+	return 0;
+}
+
+static void pair_close(struct pair *p)
+{
+	if (p->qa)
+		ibv_destroy_qp(p->qa);
+	if (p->qb)
+		ibv_destroy_qp(p->qb);
+	node_close(&p->a);
+	node_close(&p->b);
+}
+
+/* nwr WRITEs of len bytes from A into B (B never polls), then check. */
+static bool write_stream(struct pair *p, int nwr, uint32_t len, uint32_t seed)
+{
+	enum ibv_wc_status st;
+	uint32_t span = (uint32_t)nwr * len;
+
+	fill(p->a.buf, span, seed);
+	memset(p->b.buf, 0, span);
+	for (int i = 0; i < nwr; i++)
+		if (post(p->qa, IBV_WR_RDMA_WRITE, &p->a, (uint32_t)i * len, len, &p->ib,
+			 (uint32_t)i * len, (uint64_t)i))
+			return false;
+	if (wait_cq(p->a.cq, nwr, &st) || st != IBV_WC_SUCCESS) {
+		printf("  write stream: %s\n", ibv_wc_status_str(st));
+		return false;
+	}
+	return !memcmp(p->a.buf, p->b.buf, span);
+}
+
+/* Stream until both directions have their link. */
+static bool warm_up(struct pair *p)
+{
+	for (uint64_t end = now_ms() + 20000; now_ms() < end;) {
+		if (CNT(&p->a, shm_links) && CNT(&p->b, shm_links))
+			return true;
+		if (!write_stream(p, 4, 4096, 1))
+			return false;
+	}
+	return false;
+}
+
+static void test_stream(void)
+{
+	uint64_t tx0, tx1, rx0, re0;
+	struct pair p;
+
+	CHECK(!pair_open(&p), "pair");
+	CHECK(warm_up(&p), "links set up");
+	CHECK(CNT(&p.a, shm_links) == 1 && CNT(&p.b, shm_links) == 1, "one link each way: %lu %lu",
+	      (unsigned long)CNT(&p.a, shm_links), (unsigned long)CNT(&p.b, shm_links));
+	tx0 = CNT(&p.a, tx_pkts);
+	tx1 = CNT(&p.a, shm_tx);
+	rx0 = CNT(&p.b, shm_rx);
+	re0 = CNT(&p.a, retransmits);
+	CHECK(write_stream(&p, 32, 32768, 1), "1 MiB of WRITEs into a target that never polls");
+	CHECK(CNT(&p.a, tx_pkts) - tx0 >= 256 &&
+		  CNT(&p.a, shm_tx) - tx1 == CNT(&p.a, tx_pkts) - tx0,
+	      "every request through shared memory: %lu of %lu",
+	      (unsigned long)(CNT(&p.a, shm_tx) - tx1), (unsigned long)(CNT(&p.a, tx_pkts) - tx0));
+	/* (a probe A resends after a slow ACK may still be on its way) */
+	CHECK(CNT(&p.b, shm_rx) - rx0 >= 256, "and received: %lu",
+	      (unsigned long)(CNT(&p.b, shm_rx) - rx0));
+	CHECK(CNT(&p.b, shm_tx) > 0, "ACKs through shared memory too");
+	/* (retransmissions are possible: a probe fires when B's progress
+	 * thread waits for a CPU for 3 ms, which a loaded host does) */
+	printf("  1 MiB stream: %lu retransmitted packets\n",
+	       (unsigned long)(CNT(&p.a, retransmits) - re0));
+	/* SEND and READ over the link */
+	fill(p.b.buf + 4096, 4096, 7);
+	post_recv(p.qb, &p.b, 65536, 8192);
+	CHECK(!post(p.qa, IBV_WR_SEND, &p.a, 0, 5000, NULL, 0, 1) &&
+		  !post(p.qa, IBV_WR_RDMA_READ, &p.a, 131072, 4096, &p.ib, 4096, 2) &&
+		  !wait_cq(p.a.cq, 2, NULL) && !wait_cq(p.b.cq, 1, NULL) &&
+		  !memcmp(p.b.buf + 65536, p.a.buf, 5000) &&
+		  !memcmp(p.a.buf + 131072, p.b.buf + 4096, 4096),
+	      "SEND and READ");
+	pair_close(&p);
+
+	setenv("UROCE_SHM", "0", 1);
+	CHECK(!pair_open(&p), "pair with UROCE_SHM=0");
+	CHECK(write_stream(&p, 32, 32768, 2), "WRITEs over UDP");
+	printf("  UDP: 1 MiB stream, %lu retransmitted packets\n",
+	       (unsigned long)CNT(&p.a, retransmits));
+	CHECK(CNT(&p.a, shm_links) == 0 && CNT(&p.a, shm_tx) == 0 && CNT(&p.b, shm_rx) == 0,
+	      "UROCE_SHM=0: no link");
+	pair_close(&p);
+	unsetenv("UROCE_SHM");
+}
+
+struct shm_ring_view {
+	uint8_t *base;
+	size_t len;
+};
+
+/* B's current (not dropped) ring from A, once there is one. */
+static struct shm_ring_view ring_of(struct pair *p)
+{
+	uint16_t aport = to_uctx(p->a.ctx)->ep[0]->port;
+	struct shm_ring_view v = {0};
+	uint64_t end = now_ms() + 15000;
+
+	while (!v.base && now_ms() < end) {
+		v.base = uroce_shm_test_ring(to_uctx(p->b.ctx)->ep[0], aport, &v.len);
+		if (!v.base) {
+			write_stream(p, 1, 64, 0); /* sets a new link up */
+			usleep(1000);
+		}
+	}
+	return v;
+}
+
+/* Offsets in the ring header (shm.c): head at 64, tail at 128, data at 256. */
+enum { R_HEAD = 64, R_TAIL = 128, R_DATA = 256 };
+
+static void test_hostile(void)
+{
+	struct pair p;
+	uint64_t bad0, drop0;
+	uint32_t x = 12345;
+	int retries = 0;
+
+	CHECK(!pair_open(&p), "pair");
+	CHECK(write_stream(&p, 4, 4096, 3), "before");
+	for (int v = 0; v < 6; v++) {
+		struct shm_ring_view r = ring_of(&p);
+		uint64_t t;
+
+		CHECK(r.base != NULL, "variant %d: a link to scribble on", v);
+		if (!r.base)
+			break;
+		bad0 = CNT(&p.b, shm_bad) + CNT(&p.a, shm_bad);
+		drop0 = CNT(&p.b, rx_drop_parse);
+		memcpy(&t, r.base + R_TAIL, 8);
+		switch (v) {
+		case 0: /* tail far beyond the ring */
+			t += (uint64_t)r.len * 3;
+			memcpy(r.base + R_TAIL, &t, 8);
+			break;
+		case 1:	  /* a record claiming 2 GiB */
+		case 2: { /* a record running past the tail */
+			uint32_t len = v == 1 ? 0x7fffffffu : 4000;
+			size_t off = R_DATA + (t & (r.len - R_DATA - 1));
+
+			memcpy(r.base + off, &len, 4);
+			t += 64;
+			memcpy(r.base + R_TAIL, &t, 8);
+			break;
+		}
+		case 3: /* random bytes over everything, header included */
+			for (size_t i = 0; i < r.len; i += 4) {
+				x = x * 1103515245u + 12345u;
+				memcpy(r.base + i, &x, 4);
+			}
+			break;
+		case 4: /* the head the sender reads */
+			t = 0x123456789abcdef1ull;
+			memcpy(r.base + R_HEAD, &t, 8);
+			break;
+		case 5: /* well-formed records of garbage packets: parsed and dropped */
+			for (int k = 0; k < 8; k++) {
+				size_t off = R_DATA + (t & (r.len - R_DATA - 1));
+				uint32_t len = 48 + (uint32_t)k;
+
+				memset(r.base + off, 0, 16);
+				memcpy(r.base + off, &len, 4);
+				for (uint32_t i = 0; i < len; i++)
+					r.base[off + 16 + i] =
+					    (uint8_t)(0xa5 ^ (i * 7u + (uint32_t)k));
+				t += 128;
+				memcpy(r.base + R_TAIL, &t, 8);
+			}
+			break;
+		}
+		/* let B look at it before A's next record overwrites it (the
+		 * head, variant 4, is for A to read: B would overwrite it) */
+		if (v != 4)
+			uroce_ep_poll(to_uctx(p.b.ctx)->ep[0], 64);
+		munmap(r.base, r.len);
+		CHECK(write_stream(&p, 16, 16384, 10u + (unsigned)v),
+		      "variant %d: later WRITEs complete with the right data", v);
+		/* B may still have rewritten the head first (it does after each
+		 * record, and a resent packet can be in flight): try again */
+		if (v == 4 && CNT(&p.b, shm_bad) + CNT(&p.a, shm_bad) == bad0 && ++retries < 5) {
+			v--;
+			continue;
+		}
+		if (v < 5)
+			CHECK(CNT(&p.b, shm_bad) + CNT(&p.a, shm_bad) > bad0,
+			      "variant %d: the corrupt link was dropped", v);
+		else
+			CHECK(CNT(&p.b, rx_drop_parse) > drop0,
+			      "variant %d: garbage packets counted as malformed", v);
+	}
+	pair_close(&p);
+}
+
+static void test_races(void)
+{
+	int fds0, maps0;
+	struct pair p;
+
+	/* a first pair warms everything up that stays (device list, logs) */
+	CHECK(!pair_open(&p), "pair");
+	pair_close(&p);
+	fds0 = count_fds();
+	maps0 = count_maps("uroce-shm");
+	for (int i = 0; i < 30; i++) {
+		if (pair_open(&p)) {
+			CHECK(0, "pair %d", i);
+			break;
+		}
+		fill(p.a.buf, 8192, (uint32_t)i);
+		post(p.qa, IBV_WR_RDMA_WRITE, &p.a, 0, 8192, &p.ib, 0, 0);
+		if (i & 1) /* half of them close while the link is being set up */
+			wait_cq(p.a.cq, 1, NULL);
+		if (i % 3 == 0) { /* and some with the other side going first */
+			ibv_destroy_qp(p.qb);
+			p.qb = NULL;
+			node_close(&p.b);
+		}
+		pair_close(&p);
+	}
+	CHECK(count_fds() == fds0, "no descriptor left: %d before, %d after", fds0, count_fds());
+	CHECK(count_maps("uroce-shm") == maps0, "no ring left mapped: %d", count_maps("uroce-shm"));
+}
+
+/* ---- other processes ---- */
+
+/* A child process with its own context: it creates a QP, reports it, gets
+ * the parent's QP and then does what role says. */
+enum role { WRITER_FOREVER, WRITER_ONCE, TARGET };
+
+static void child(int sock, enum role role, uint32_t seed)
+{
+	struct node n;
+	struct ibv_qp *qp;
+	struct qpinfo me, peer;
+
+	if (node_open(&n, 256) || !(qp = qp_new(&n)))
+		_exit(2);
+	me = (struct qpinfo){.qpn = qp->qp_num, .rkey = n.mr->rkey, .addr = (uintptr_t)n.buf};
+	if (write(sock, &me, sizeof(me)) != sizeof(me) ||
+	    read(sock, &peer, sizeof(peer)) != sizeof(peer) || qp_rts(&n, qp, peer.qpn, 14, 7))
+		_exit(3);
+	fill(n.buf, BUF, seed);
+	if (role == TARGET) {
+		char c;
+
+		if (write(sock, "r", 1) != 1 || read(sock, &c, 1) < 0) /* until killed */
+			_exit(4);
+		_exit(0);
+	}
+	for (unsigned long i = 0;; i++) {
+		if (post(qp, IBV_WR_RDMA_WRITE, &n, 0, 65536, &peer, 0, i) ||
+		    wait_cq(n.cq, 1, NULL))
+			_exit(5);
+		if (role == WRITER_ONCE && i == 20) {
+			if (write(sock, "d", 1) != 1)
+				_exit(6);
+			_exit(0);
+		}
+		if (i == 0 && write(sock, "r", 1) != 1)
+			_exit(6);
+	}
+}
+
+static pid_t spawn(enum role role, uint32_t seed, int *sock)
+{
+	int sv[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -1;
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		child(sv[1], role, seed);
+	}
+	close(sv[1]);
+	*sock = sv[0];
+	return pid;
+}
+
+/* Connect a new parent QP to the child behind sock. */
+static struct ibv_qp *meet(struct node *n, int sock, struct qpinfo *peer, uint8_t retry)
+{
+	struct ibv_qp *qp = qp_new(n);
+	struct qpinfo me;
+
+	if (!qp)
+		return NULL;
+	me = (struct qpinfo){.qpn = qp->qp_num, .rkey = n->mr->rkey, .addr = (uintptr_t)n->buf};
+	if (read(sock, peer, sizeof(*peer)) != sizeof(*peer) ||
+	    qp_rts(n, qp, peer->qpn, 12, retry) || write(sock, &me, sizeof(me)) != sizeof(me)) {
+		ibv_destroy_qp(qp);
+		return NULL;
+	}
+	return qp;
+}
+
+static bool wait_byte(int sock)
+{
+	char c;
+
+	return read(sock, &c, 1) == 1;
+}
+
+static bool wait_maps(int n)
+{
+	uint64_t end = now_ms() + 10000;
+
+	while (count_maps("uroce-shm") != n && now_ms() < end)
+		usleep(10000);
+	return count_maps("uroce-shm") == n;
+}
+
+static void test_kill(void)
+{
+	struct node n;
+	struct qpinfo peer;
+	struct ibv_qp *qp;
+	int sock, st;
+	pid_t pid;
+
+	CHECK(!node_open(&n, 256), "node");
+	/* the requester dies in the middle of a WRITE stream */
+	pid = spawn(WRITER_FOREVER, 5, &sock);
+	qp = meet(&n, sock, &peer, 7);
+	CHECK(qp && wait_byte(sock), "a writer streams into us");
+	usleep(20000);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	close(sock);
+	CHECK(CNT(&n, shm_rx) > 0, "its WRITEs came through shared memory");
+	CHECK(wait_maps(0), "its rings are gone once it is: %d mapped", count_maps("uroce-shm"));
+	if (qp)
+		ibv_destroy_qp(qp);
+	/* a new writer, after that */
+	memset(n.buf, 0, 65536);
+	pid = spawn(WRITER_ONCE, 6, &sock);
+	qp = meet(&n, sock, &peer, 7);
+	CHECK(qp && wait_byte(sock), "a new writer after the kill");
+	waitpid(pid, &st, 0);
+	close(sock);
+	{
+		uint8_t want[256];
+
+		fill(want, sizeof(want), 6);
+		CHECK(!memcmp(n.buf, want, sizeof(want)), "its data landed");
+	}
+	if (qp)
+		ibv_destroy_qp(qp);
+
+	/* the target dies: our WRITE fails as it does over UDP */
+	pid = spawn(TARGET, 7, &sock);
+	qp = meet(&n, sock, &peer, 2);
+	CHECK(qp && wait_byte(sock), "a target");
+	if (qp) {
+		enum ibv_wc_status s;
+
+		bool ok = true;
+
+		/* the first packets go over UDP until the link is up */
+		for (int i = 0; i < 200 && ok && !CNT(&n, shm_tx); i++)
+			ok = !post(qp, IBV_WR_RDMA_WRITE, &n, 0, 65536, &peer, 0, 1) &&
+			     !wait_cq(n.cq, 1, &s) && s == IBV_WC_SUCCESS;
+		CHECK(ok, "WRITEs into the live target");
+		CHECK(CNT(&n, shm_tx) > 0, "through shared memory");
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		CHECK(!post(qp, IBV_WR_RDMA_WRITE, &n, 0, 65536, &peer, 0, 2) &&
+			  !wait_cq(n.cq, 1, &s) && s == IBV_WC_RETRY_EXC_ERR,
+		      "a WRITE into the dead target: %s", ibv_wc_status_str(s));
+		ibv_destroy_qp(qp);
+	}
+	close(sock);
+	CHECK(wait_maps(0), "no ring of the dead target left: %d", count_maps("uroce-shm"));
+	node_close(&n);
+}
+
+#define NPROC 6
+
+static void test_many_procs(void)
+{
+	struct node n;
+	struct qpinfo peer;
+	struct ibv_qp *qp[NPROC];
+	int sock[NPROC], st, ok = 0;
+	pid_t pid[NPROC];
+
+	CHECK(!node_open(&n, 256), "node");
+	for (int i = 0; i < NPROC; i++) {
+		pid[i] = spawn(WRITER_ONCE, 100u + (unsigned)i, &sock[i]);
+		qp[i] = meet(&n, sock[i], &peer, 7);
+	}
+	for (int i = 0; i < NPROC; i++) {
+		ok += qp[i] && wait_byte(sock[i]);
+		waitpid(pid[i], &st, 0);
+		ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		close(sock[i]);
+		if (qp[i])
+			ibv_destroy_qp(qp[i]);
+	}
+	CHECK(ok == 2 * NPROC, "%d writers at once: %d of %d", NPROC, ok, 2 * NPROC);
+	CHECK(CNT(&n, shm_rx) > 0, "through shared memory: %lu packets",
+	      (unsigned long)CNT(&n, shm_rx));
+	node_close(&n);
+}
+
+#define NQP 1024
+
+static void test_1024(void)
+{
+	static struct ibv_qp *qa[NQP], *qb[NQP];
+	struct node a, b;
+	enum ibv_wc_status s1, s2;
+	struct qpinfo ib;
+	int ok = 0;
+
+	CHECK(!node_open(&a, 4 * NQP) && !node_open(&b, 4 * NQP), "nodes");
+	ib = (struct qpinfo){.rkey = b.mr->rkey, .addr = (uintptr_t)b.buf};
+	for (int i = 0; i < NQP; i++) {
+		qa[i] = qp_new(&a);
+		qb[i] = qp_new(&b);
+		if (!qa[i] || !qb[i] || qp_rts(&a, qa[i], qb[i]->qp_num, 14, 7) ||
+		    qp_rts(&b, qb[i], qa[i]->qp_num, 14, 7)) {
+			CHECK(0, "QP pair %d", i);
+			return;
+		}
+	}
+	fill(a.buf, BUF, 9);
+	for (int i = 0; i < NQP; i++) {
+		ok += !post_recv(qb[i], &b, 524288u + (uint32_t)i * 256u, 256);
+		ok += !post(qa[i], IBV_WR_RDMA_WRITE, &a, (uint32_t)i * 256u, 256, &ib,
+			    (uint32_t)i * 256u, 0);
+		ok += !post(qa[i], IBV_WR_SEND, &a, (uint32_t)i * 256u, 256, NULL, 0, 1);
+	}
+	CHECK(ok == 3 * NQP, "posted");
+	CHECK(!wait_cq(a.cq, 2 * NQP, &s1) && s1 == IBV_WC_SUCCESS && !wait_cq(b.cq, NQP, &s2) &&
+		  s2 == IBV_WC_SUCCESS,
+	      "%d QPs: every WRITE and SEND completed", NQP);
+	CHECK(!memcmp(a.buf, b.buf, NQP * 256) && !memcmp(a.buf, b.buf + 524288, NQP * 256),
+	      "and landed");
+	/* more rounds, until every endpoint pair has its link */
+	for (uint64_t end = now_ms() + 20000; CNT(&a, shm_links) < NQP / 255 && now_ms() < end;) {
+		for (int i = 0; i < NQP; i++)
+			post(qa[i], IBV_WR_RDMA_WRITE, &a, (uint32_t)i * 256u, 256, &ib,
+			     (uint32_t)i * 256u, 0);
+		if (wait_cq(a.cq, NQP, &s1) || s1 != IBV_WC_SUCCESS)
+			break;
+	}
+	CHECK(CNT(&a, shm_links) >= NQP / 255 && s1 == IBV_WC_SUCCESS,
+	      "over shared memory: %lu links", (unsigned long)CNT(&a, shm_links));
+	for (int i = 0; i < NQP; i++) {
+		ibv_destroy_qp(qa[i]);
+		ibv_destroy_qp(qb[i]);
+	}
+	node_close(&a);
+	node_close(&b);
+}
+
+int main(int argc, char **argv)
+{
+	const char *v = getenv("UROCE_SHM"), *only = argc > 1 ? argv[1] : "";
+
+	if (v && !strcmp(v, "0")) {
+		printf("test_shm: SKIP: UROCE_SHM=0 is set\n");
+		return 0;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	static const struct {
+		const char *name;
+		void (*fn)(void);
+	} tests[] = {{"stream", test_stream}, {"hostile", test_hostile},  {"races", test_races},
+		     {"kill", test_kill},     {"procs", test_many_procs}, {"1024", test_1024}};
+
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+		if (!*only || !strcmp(only, tests[i].name))
+			tests[i].fn();
+	printf("test_shm: %u passed, %u failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
