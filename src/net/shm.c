@@ -102,7 +102,7 @@ _Static_assert(sizeof(struct shm_ring) == 4 * SHM_ALIGN, "ring header layout");
 struct shm_rec {
 	uint32_t len;	   /* packet bytes, or SHM_PAD */
 	uint32_t src, dst; /* IPv4, network order */
-	uint32_t flags;	   /* SHM_REC_FIRST */
+	uint32_t flags;	   /* SHM_REC_FIRST; bits 8-15: the IPv4 TOS (grh.traffic_class) */
 };
 
 struct shm_hello {
@@ -501,7 +501,7 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 	struct shm_rec h = {.len = (uint32_t)len,
 			    .src = ip->src.v4.s_addr,
 			    .dst = ip->dst.v4.s_addr,
-			    .flags = l->used ? 0 : SHM_REC_FIRST};
+			    .flags = (l->used ? 0 : SHM_REC_FIRST) | (uint32_t)ip->tos << 8};
 
 	if (tail - head > size || head % SHM_ALIGN)
 		return -EIO;
@@ -641,6 +641,7 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		__atomic_store_n(&l->head, head, __ATOMIC_RELAXED); /* uroce_shm_sleep reads it */
 		atomic_store_explicit(&r->head, head, memory_order_release);
 		ip.src.v4.s_addr = h.src;
+		ip.tos = (uint8_t)(h.flags >> 8);
 		ip.dst.v4.s_addr = h.dst;
 		uroce_count(ep->ctx, shm_rx, 1);
 		uroce_count(ep->ctx, rx_pkts, 1);

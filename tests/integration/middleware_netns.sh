@@ -24,6 +24,8 @@ if ((EUID != 0)); then
 fi
 require_cmd ip iproute2
 require_cmd ucx_perftest ucx-utils
+require_cmd mpicc.mpich libmpich-dev
+require_cmd mpirun.mpich mpich
 require_uroce
 UROCE=$UROCE_BIN_DIR/uroce
 
@@ -65,22 +67,18 @@ ucx_perf netns_uct_ud_am_lat all -t am_lat -x ud_verbs -d $dev:1 -n 2000 -w 100
 ucx_perf netns_ucp_rc_tag_lat rc -t tag_lat -n 2000 -w 100
 ucx_perf netns_ucp_rc_tag_bw rc -t tag_bw -s 1048576 -n 100 -w 5
 
-if command -v mpicc.mpich >/dev/null && command -v mpirun.mpich >/dev/null; then
-	mpicc.mpich -O2 -Wall -o "$LOG_DIR/mpi_check.mpich" "$UROCE_SRC_DIR/tests/tools/mpi_check.c"
-	rank=(env "${common[@]}" UCX_TLS=rc UCX_LOG_LEVEL=info MPIR_CVAR_NOLOCAL=1
-		"$UROCE" run "$LOG_DIR/mpi_check.mpich")
-	log "=== mpich_netns: one rank in $NSA, one in $NSB"
-	rc=0
-	timeout -k 5 120 mpirun.mpich -n 1 ip netns exec "$NSA" "${rank[@]}" : \
-		-n 1 ip netns exec "$NSB" "${rank[@]}" </dev/null >"$LOG_DIR/mpich_netns.log" 2>&1 || rc=$?
-	lanes=$(grep -Ec "ep_cfg\[[0-9]+\]: tag\(rc_verbs/$dev:1\)" "$LOG_DIR/mpich_netns.log" || true)
-	if ((rc == 0 && lanes >= 2)) && grep -q '^mpi_check: OK: 2 ranks' "$LOG_DIR/mpich_netns.log"; then
-		pass "mpich_netns: $(grep '^mpi_check:' "$LOG_DIR/mpich_netns.log"); tag lanes on rc_verbs/$dev:1 in both ranks"
-	else
-		fail "mpich_netns: $(explain_rc "$rc"), $lanes tag lanes on rc_verbs/$dev:1"
-		tail -n 40 "$LOG_DIR/mpich_netns.log"
-	fi
+mpicc.mpich -O2 -Wall -o "$LOG_DIR/mpi_check.mpich" "$UROCE_SRC_DIR/tests/tools/mpi_check.c"
+rank=(env "${common[@]}" UCX_TLS=rc UCX_LOG_LEVEL=info MPIR_CVAR_NOLOCAL=1
+	"$UROCE" run "$LOG_DIR/mpi_check.mpich")
+log "=== mpich_netns: one rank in $NSA, one in $NSB"
+rc=0
+timeout -k 5 120 mpirun.mpich -n 1 ip netns exec "$NSA" "${rank[@]}" : \
+	-n 1 ip netns exec "$NSB" "${rank[@]}" </dev/null >"$LOG_DIR/mpich_netns.log" 2>&1 || rc=$?
+lanes=$(grep -Ec "ep_cfg\[[0-9]+\]: tag\(rc_verbs/$dev:1\)" "$LOG_DIR/mpich_netns.log" || true)
+if ((rc == 0 && lanes >= 2)) && grep -q '^mpi_check: OK: 2 ranks' "$LOG_DIR/mpich_netns.log"; then
+	pass "mpich_netns: $(grep '^mpi_check:' "$LOG_DIR/mpich_netns.log"); tag lanes on rc_verbs/$dev:1 in both ranks"
 else
-	log "SKIP: mpich_netns: mpicc.mpich or mpirun.mpich missing (Debian packages libmpich-dev, mpich)"
+	fail "mpich_netns: $(explain_rc "$rc"), $lanes tag lanes on rc_verbs/$dev:1"
+	tail -n 40 "$LOG_DIR/mpich_netns.log"
 fi
 finish
