@@ -91,6 +91,15 @@ struct ibv_pd *cm_dev_pd(struct ibv_context *ctx)
 	return NULL;
 }
 
+uint8_t cm_dev_max_rd(struct ibv_context *ctx)
+{
+	struct ibv_device_attr a;
+
+	if (ibv_query_device(ctx, &a) || a.max_qp_rd_atom <= 0)
+		return 1;
+	return (uint8_t)(a.max_qp_rd_atom > 255 ? 255 : a.max_qp_rd_atom);
+}
+
 /* Under cm.lock: the device and GID index of a local IPv4 address. */
 int cm_dev_for_addr(struct in_addr a, struct ibv_context **ctx, uint8_t *gid_index)
 {
@@ -156,6 +165,7 @@ static int bind_dev(struct cm_id *cid, struct in_addr a)
 		return ret;
 	cid->id.verbs = cid->ctx;
 	cid->id.port_num = 1;
+	cid->dev_max_rd = cm_dev_max_rd(cid->ctx);
 	if (ibv_query_port(cid->ctx, 1, &pa) == 0)
 		cid->mtu = pa.active_mtu;
 	else

@@ -171,6 +171,7 @@ struct cm_id {
 
 	struct ibv_context *ctx; /* == id.verbs once bound to a device */
 	uint8_t sgid_index;
+	uint8_t dev_max_rd; /* the device's max_qp_rd_atom */
 	enum ibv_mtu mtu;
 	uint8_t tos;
 	uint8_t ack_timeout;
@@ -256,6 +257,7 @@ int cm_sync_ack_stored(struct cm_id *cid);
 /* addr.c */
 int cm_dev_for_addr(struct in_addr a, struct ibv_context **ctx, uint8_t *gid_index);
 struct ibv_pd *cm_dev_pd(struct ibv_context *ctx);
+uint8_t cm_dev_max_rd(struct ibv_context *ctx);
 int cm_check_sockaddr(const struct sockaddr *sa, const char *who);
 void cm_gid_from_v4(union ibv_gid *g, struct in_addr a);
 struct in_addr cm_src_v4(const struct cm_id *cid);
@@ -276,6 +278,7 @@ void cm_wake(void);
 #define CM_RESP_TIMEOUT 18 /* 4.096 us * 2^18 = 1.07 s */
 #define CM_MAX_RETRIES	15
 #define CM_TIMEWAIT_MS	2000
+#define CM_MRA_TIMEOUT	21 /* the service timeout an MRA asks for: 8.6 s */
 uint32_t cm_timeout_ms(uint8_t t);
 void cm_msg_init(struct cm_id *cid, struct cm_msg *m, uint16_t attr);
 int cm_send(struct cm_id *cid, const struct cm_msg *m, bool keep);

@@ -270,6 +270,8 @@ static int connect_ud(struct cm_id *cid, struct rdma_conn_param *p)
 UROCE_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 {
 	struct cm_id *cid = to_cid(id);
+	struct rdma_conn_param dflt;
+	uint8_t p_resp, p_init;
 	struct cm_msg m;
 	int ret;
 
@@ -292,12 +294,21 @@ UROCE_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 		goto out;
 	}
 	if (!p) {
-		ret = -EINVAL;
-		goto out;
+		/* librdmacm's defaults: the most the device allows, 7 retries */
+		dflt = (struct rdma_conn_param){ .responder_resources = RDMA_MAX_RESP_RES,
+						 .initiator_depth = RDMA_MAX_INIT_DEPTH,
+						 .retry_count = 7,
+						 .rnr_retry_count = 7 };
+		p = &dflt;
 	}
+	if (p->responder_resources > cid->dev_max_rd)
+		p_resp = cid->dev_max_rd;
+	else
+		p_resp = p->responder_resources;
+	p_init = p->initiator_depth > cid->dev_max_rd ? cid->dev_max_rd : p->initiator_depth;
 	cid->local_psn = rand24();
-	cid->resp_res = p->responder_resources;
-	cid->init_depth = p->initiator_depth;
+	cid->resp_res = p_resp;
+	cid->init_depth = p_init;
 	cid->retry = clamp7(p->retry_count);
 	cid->rnr_retry = clamp7(p->rnr_retry_count);
 	cid->flow_ctl = p->flow_control;
@@ -305,8 +316,8 @@ UROCE_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 	m.service_id = cid->service_id;
 	m.ca_guid = be64toh(ibv_get_device_guid(cid->ctx->device));
 	m.qpn = id->qp ? id->qp->qp_num : p->qp_num;
-	m.resp_res = p->responder_resources;
-	m.init_depth = p->initiator_depth;
+	m.resp_res = p_resp;
+	m.init_depth = p_init;
 	m.remote_cm_timeout = CM_RESP_TIMEOUT;
 	m.qp_type = id->qp ? id->qp->qp_type : id->qp_type;
 	m.flow_ctl = p->flow_control;
@@ -407,6 +418,10 @@ UROCE_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
 			return cm_fail(EINVAL, "rdma_accept: private data too long");
 		}
 	}
+	if (cid->resp_res > cid->dev_max_rd)
+		cid->resp_res = cid->dev_max_rd;
+	if (cid->init_depth > cid->dev_max_rd)
+		cid->init_depth = cid->dev_max_rd;
 	cid->local_psn = rand24();
 	if (id->qp) {
 		ret = cm_qp_to_rtr(cid);

@@ -130,6 +130,7 @@ UROCE_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *re
 			goto fail;
 		cid->ep_pd = pd;
 		if (qp_init_attr) {
+			qp_init_attr->qp_type = cmid->qp_type;
 			cid->ep_qp_attr = *qp_init_attr;
 			cid->ep_has_qp_attr = true;
 		}
@@ -139,6 +140,8 @@ UROCE_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *re
 	if (rdma_resolve_addr(cmid, res->ai_src_addr, res->ai_dst_addr, 2000) ||
 	    rdma_resolve_route(cmid, 2000))
 		goto fail;
+	if (qp_init_attr)
+		qp_init_attr->qp_type = cmid->qp_type;
 	if (qp_init_attr && rdma_create_qp(cmid, pd, qp_init_attr))
 		goto fail;
 	*id = cmid;

@@ -94,6 +94,17 @@ static void unknown(void)
 	__atomic_add_fetch(&cm_stats.drop_unknown, 1, __ATOMIC_RELAXED);
 }
 
+/* The application has not answered a REQ yet: ask the peer to wait. */
+static void send_mra(struct cm_id *cid)
+{
+	struct cm_msg m;
+
+	cm_msg_init(cid, &m, CM_ATTR_MRA);
+	m.msg_target = 0; /* the REQ */
+	m.service_timeout = CM_MRA_TIMEOUT;
+	cm_send(cid, &m, false);
+}
+
 /* A REQ or SIDR_REQ on a listener: a new id in REQ_RCVD, CONNECT_REQUEST. */
 static void rx_req(struct cm_sock *s, const struct cm_msg *m, const struct sockaddr_in *from,
 		   struct in_addr to)
@@ -109,6 +120,8 @@ static void rx_req(struct cm_sock *s, const struct cm_msg *m, const struct socka
 		__atomic_add_fetch(&cm_stats.dup_req, 1, __ATOMIC_RELAXED);
 		if (dup->state == CM_REP_SENT || (sidr && dup->state == CM_ESTABLISHED))
 			resend(dup);
+		else if (dup->state == CM_REQ_RCVD)
+			send_mra(dup);
 		return;
 	}
 	if (!l || l->destroying || l->state != CM_LISTEN || port != s->port ||
@@ -125,6 +138,7 @@ static void rx_req(struct cm_sock *s, const struct cm_msg *m, const struct socka
 	}
 	c->id.verbs = c->ctx;
 	c->id.port_num = 1;
+	c->dev_max_rd = cm_dev_max_rd(c->ctx);
 	c->mtu = IBV_MTU_1024;
 	{
 		struct ibv_port_attr pa;

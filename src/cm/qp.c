@@ -14,6 +14,8 @@
 
 #include "cm.h"
 
+#define CM_MIN_INLINE 64
+
 static int qp_attr_init(struct cm_id *cid, struct ibv_qp_attr *a, int *mask)
 {
 	memset(a, 0, sizeof(*a));
@@ -227,6 +229,12 @@ UROCE_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_att
 		return cm_fail(EINVAL, "rdma_create_qp: the PD is on another device");
 	if (!attr->srq && id->srq)
 		attr->srq = id->srq;
+	if (!attr->qp_type) /* 0 is no QP type: the id's (rdma_create_ep) */
+		attr->qp_type = id->qp_type;
+	/* rxe and hardware round the inline size up to their WQE size; rdma-core's
+	 * examples (rdma_xclient) post inline sends on a QP that asked for 0 */
+	if (attr->cap.max_inline_data < CM_MIN_INLINE && attr->qp_type != IBV_QPT_XRC_RECV)
+		attr->cap.max_inline_data = CM_MIN_INLINE;
 	ret = make_cqs(cid, attr);
 	if (ret)
 		goto fail;
