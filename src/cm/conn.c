@@ -295,10 +295,10 @@ UROCE_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 	}
 	if (!p) {
 		/* librdmacm's defaults: the most the device allows, 7 retries */
-		dflt = (struct rdma_conn_param){ .responder_resources = RDMA_MAX_RESP_RES,
-						 .initiator_depth = RDMA_MAX_INIT_DEPTH,
-						 .retry_count = 7,
-						 .rnr_retry_count = 7 };
+		dflt = (struct rdma_conn_param){.responder_resources = RDMA_MAX_RESP_RES,
+						.initiator_depth = RDMA_MAX_INIT_DEPTH,
+						.retry_count = 7,
+						.rnr_retry_count = 7};
 		p = &dflt;
 	}
 	if (p->responder_resources > cid->dev_max_rd)

@@ -77,11 +77,12 @@ static void test_req_layout(void)
 
 	fill_req(&m);
 	CHECK(cm_mad_build(&m, mad) == CM_MAD_BYTES, "build");
-	CHECK(mad[0] == 1 && mad[1] == 0x07 && mad[2] == 2 && mad[3] == 0x03, "MAD header %x %x %x %x",
-	      mad[0], mad[1], mad[2], mad[3]);
+	CHECK(mad[0] == 1 && mad[1] == 0x07 && mad[2] == 2 && mad[3] == 0x03,
+	      "MAD header %x %x %x %x", mad[0], mad[1], mad[2], mad[3]);
 	CHECK(mad[16] == 0x00 && mad[17] == 0x10, "attribute ID REQ");
 	CHECK(be32at(b + 0) == 0xdeadbeef, "local comm id");
-	CHECK(be32at(b + 8) == 0 && be32at(b + 12) == 0x01061c06, "service id %08x", be32at(b + 12));
+	CHECK(be32at(b + 8) == 0 && be32at(b + 12) == 0x01061c06, "service id %08x",
+	      be32at(b + 12));
 	CHECK(be32at(b + 32) == (0xabcdefu << 8 | 16), "QPN|resp res %08x", be32at(b + 32));
 	CHECK(b[39] == 8, "initiator depth");
 	CHECK(b[43] == (18 << 3 | 0 << 1 | 1), "rcm timeout|TST|e2e %02x", b[43]);
@@ -95,14 +96,15 @@ static void test_req_layout(void)
 	/* rdma_cm IP header at private data (offset 140) */
 	CHECK(b[140] == 0 && b[141] == 0x40, "cma version, IP version");
 	CHECK(b[142] == (40000 >> 8) && b[143] == (40000 & 0xff), "cma source port");
-	CHECK(be32at(b + 140 + 16) == 0x7f000001 && be32at(b + 140 + 32) == 0x7f000002, "cma addrs");
+	CHECK(be32at(b + 140 + 16) == 0x7f000001 && be32at(b + 140 + 32) == 0x7f000002,
+	      "cma addrs");
 	CHECK(!memcmp(b + 140 + CM_IP_HDR_BYTES, "hello", 5), "user private data");
 
 	CHECK(cm_mad_parse(mad, sizeof(mad), &r) == 0, "parse");
 	CHECK(r.local_id == m.local_id && r.service_id == m.service_id && r.qpn == m.qpn &&
-		      r.psn == m.psn && r.resp_res == 16 && r.init_depth == 8 && r.retry == 7 &&
-		      r.rnr_retry == 6 && r.mtu == IBV_MTU_4096 && r.flow_ctl == 1 &&
-		      r.local_ack_timeout == 14 && r.max_cm_retries == 15 && r.tid == m.tid,
+		  r.psn == m.psn && r.resp_res == 16 && r.init_depth == 8 && r.retry == 7 &&
+		  r.rnr_retry == 6 && r.mtu == IBV_MTU_4096 && r.flow_ctl == 1 &&
+		  r.local_ack_timeout == 14 && r.max_cm_retries == 15 && r.tid == m.tid,
 	      "REQ round trip");
 	CHECK(r.has_ip && r.ip_src.s_addr == m.ip_src.s_addr && r.ip_sport == 40000, "IP header");
 	CHECK(r.pdata_len == CM_REQ_PDATA && !memcmp(r.pdata, "hello", 5), "pdata len %u",
@@ -113,16 +115,16 @@ static void test_other_layouts(void)
 {
 	uint8_t mad[CM_MAD_BYTES];
 	const uint8_t *b = mad + CM_MAD_HDR_BYTES;
-	struct cm_msg m = { .attr = CM_ATTR_REP,
-			    .local_id = 0x01020304,
-			    .remote_id = 0x05060708,
-			    .qpn = 0x345678,
-			    .psn = 0x9abcde,
-			    .resp_res = 4,
-			    .init_depth = 3,
-			    .rnr_retry = 7,
-			    .srq = 1,
-			    .ca_guid = 42 },
+	struct cm_msg m = {.attr = CM_ATTR_REP,
+			   .local_id = 0x01020304,
+			   .remote_id = 0x05060708,
+			   .qpn = 0x345678,
+			   .psn = 0x9abcde,
+			   .resp_res = 4,
+			   .init_depth = 3,
+			   .rnr_retry = 7,
+			   .srq = 1,
+			   .ca_guid = 42},
 		      r;
 
 	cm_mad_build(&m, mad);
@@ -131,34 +133,38 @@ static void test_other_layouts(void)
 	CHECK(b[24] == 4 && b[25] == 3 && b[27] == (7 << 5 | 1 << 4), "REP rr, id, rnr|srq %02x",
 	      b[27]);
 	CHECK(cm_mad_parse(mad, sizeof(mad), &r) == 0 && r.qpn == m.qpn && r.psn == m.psn &&
-		      r.rnr_retry == 7 && r.srq == 1 && r.ca_guid == 42 &&
-		      r.pdata_len == CM_REP_PDATA,
+		  r.rnr_retry == 7 && r.srq == 1 && r.ca_guid == 42 && r.pdata_len == CM_REP_PDATA,
 	      "REP round trip");
 
-	m = (struct cm_msg){ .attr = CM_ATTR_REJ, .local_id = 1, .remote_id = 2, .msg_target = 1,
-			     .reason = CM_REJ_CONSUMER_DEFINED };
+	m = (struct cm_msg){.attr = CM_ATTR_REJ,
+			    .local_id = 1,
+			    .remote_id = 2,
+			    .msg_target = 1,
+			    .reason = CM_REJ_CONSUMER_DEFINED};
 	cm_mad_build(&m, mad);
 	CHECK(mad[17] == 0x12 && b[8] >> 6 == 1 && b[10] == 0 && b[11] == 28, "REJ layout");
 	CHECK(cm_mad_parse(mad, sizeof(mad), &r) == 0 && r.reason == 28 && r.msg_target == 1 &&
-		      r.pdata_len == CM_REJ_PDATA,
+		  r.pdata_len == CM_REJ_PDATA,
 	      "REJ round trip");
 
-	m = (struct cm_msg){ .attr = CM_ATTR_DREQ, .local_id = 1, .remote_id = 2, .qpn = 0x10203 };
+	m = (struct cm_msg){.attr = CM_ATTR_DREQ, .local_id = 1, .remote_id = 2, .qpn = 0x10203};
 	cm_mad_build(&m, mad);
 	CHECK(mad[17] == 0x15 && be32at(b + 8) >> 8 == 0x10203, "DREQ layout");
-	m = (struct cm_msg){ .attr = CM_ATTR_MRA, .local_id = 1, .remote_id = 2, .service_timeout = 21 };
+	m = (struct cm_msg){
+	    .attr = CM_ATTR_MRA, .local_id = 1, .remote_id = 2, .service_timeout = 21};
 	cm_mad_build(&m, mad);
 	CHECK(mad[17] == 0x11 && b[9] >> 3 == 21, "MRA layout");
-	m = (struct cm_msg){ .attr = CM_ATTR_SIDR_REP,
-			     .remote_id = 9,
-			     .qpn = 0x77,
-			     .qkey = RDMA_UDP_QKEY,
-			     .service_id = RDMA_IB_IP_PS_UDP | 1 };
+	m = (struct cm_msg){.attr = CM_ATTR_SIDR_REP,
+			    .remote_id = 9,
+			    .qpn = 0x77,
+			    .qkey = RDMA_UDP_QKEY,
+			    .service_id = RDMA_IB_IP_PS_UDP | 1};
 	cm_mad_build(&m, mad);
 	CHECK(mad[17] == 0x18 && be32at(b) == 9 && be32at(b + 8) >> 8 == 0x77 &&
-		      be32at(b + 20) == RDMA_UDP_QKEY && be32at(b + 16) == 0x01110001,
+		  be32at(b + 20) == RDMA_UDP_QKEY && be32at(b + 16) == 0x01110001,
 	      "SIDR_REP layout");
-	CHECK(cm_mad_parse(mad, sizeof(mad), &r) == 0 && r.remote_id == 9 && r.qkey == RDMA_UDP_QKEY,
+	CHECK(cm_mad_parse(mad, sizeof(mad), &r) == 0 && r.remote_id == 9 &&
+		  r.qkey == RDMA_UDP_QKEY,
 	      "SIDR_REP round trip");
 }
 
@@ -174,17 +180,17 @@ static void test_hostile(void)
 		uint64_t *counter;
 		const char *what;
 	} muts[] = {
-		{ 0, 2, &cm_stats.drop_hdr, "base version 2" },
-		{ 1, 0x04, &cm_stats.drop_hdr, "class SA" },
-		{ 2, 1, &cm_stats.drop_hdr, "class version 1" },
-		{ 3, 0x81, &cm_stats.drop_hdr, "method GET_RESP" },
-		{ 4, 0x80, &cm_stats.drop_hdr, "status set" },
-		{ 17, 0x1f, &cm_stats.drop_attr, "unknown attribute" },
-		{ 17, 0x19, &cm_stats.drop_attr, "LAP" },
-		{ CM_MAD_HDR_BYTES + 140, 1, &cm_stats.drop_ip_hdr, "cma version 1" },
-		{ CM_MAD_HDR_BYTES + 141, 0x60, &cm_stats.drop_ip_hdr, "IPv6 header" },
-		{ CM_MAD_HDR_BYTES + 50, 0x06, &cm_stats.drop_attr, "MTU 0" },
-		{ CM_MAD_HDR_BYTES + 50, 0x76, &cm_stats.drop_attr, "MTU 7" },
+	    {0, 2, &cm_stats.drop_hdr, "base version 2"},
+	    {1, 0x04, &cm_stats.drop_hdr, "class SA"},
+	    {2, 1, &cm_stats.drop_hdr, "class version 1"},
+	    {3, 0x81, &cm_stats.drop_hdr, "method GET_RESP"},
+	    {4, 0x80, &cm_stats.drop_hdr, "status set"},
+	    {17, 0x1f, &cm_stats.drop_attr, "unknown attribute"},
+	    {17, 0x19, &cm_stats.drop_attr, "LAP"},
+	    {CM_MAD_HDR_BYTES + 140, 1, &cm_stats.drop_ip_hdr, "cma version 1"},
+	    {CM_MAD_HDR_BYTES + 141, 0x60, &cm_stats.drop_ip_hdr, "IPv6 header"},
+	    {CM_MAD_HDR_BYTES + 50, 0x06, &cm_stats.drop_attr, "MTU 0"},
+	    {CM_MAD_HDR_BYTES + 50, 0x76, &cm_stats.drop_attr, "MTU 7"},
 	};
 
 	fill_req(&m);
@@ -206,7 +212,7 @@ static void test_hostile(void)
 		CHECK(cm_mad_parse(good, n, &r) < 0, "truncated to %zu accepted", n);
 	CHECK(cm_stats.drop_short == before + CM_MAD_BYTES, "truncations counted");
 	/* an RTU naming communication ID 0 */
-	m = (struct cm_msg){ .attr = CM_ATTR_RTU, .local_id = 5, .remote_id = 0 };
+	m = (struct cm_msg){.attr = CM_ATTR_RTU, .local_id = 5, .remote_id = 0};
 	cm_mad_build(&m, mad);
 	CHECK(cm_mad_parse(mad, sizeof(mad), &r) < 0, "RTU to comm id 0 accepted");
 }
@@ -214,7 +220,7 @@ static void test_hostile(void)
 static void test_packet(void)
 {
 	uint8_t mad[CM_MAD_BYTES], pkt[CM_PKT_BYTES];
-	struct in_addr a = { htonl(0x7f000001) }, b = { htonl(0x7f000002) };
+	struct in_addr a = {htonl(0x7f000001)}, b = {htonl(0x7f000002)};
 	struct cm_msg m;
 	uint64_t before;
 
@@ -236,7 +242,7 @@ static void test_packet(void)
 	cm_pkt_build(pkt, mad, a, 1000, b, 7174, 5);
 	pkt[7] = 2;
 	{
-		struct uroce_ipinfo ip = { .family = AF_INET, .src.v4 = a, .dst.v4 = b };
+		struct uroce_ipinfo ip = {.family = AF_INET, .src.v4 = a, .dst.v4 = b};
 		uint32_t icrc;
 
 		ip.sport = 1000, ip.dport = 7174;
@@ -252,8 +258,8 @@ static void test_packet(void)
 static void test_garbage(void)
 {
 	uint8_t buf[CM_MAD_BYTES];
-	struct sockaddr_in from = { .sin_family = AF_INET, .sin_port = htons(9) };
-	struct in_addr to = { htonl(0x7f000001) };
+	struct sockaddr_in from = {.sin_family = AF_INET, .sin_port = htons(9)};
+	struct in_addr to = {htonl(0x7f000001)};
 	struct cm_msg m, r;
 	uint64_t before;
 	unsigned seed = 12345;
@@ -280,7 +286,7 @@ static void test_garbage(void)
 	for (uint16_t attr = CM_ATTR_MRA; attr <= CM_ATTR_SIDR_REP; attr++) {
 		if (attr == CM_ATTR_DREQ || attr == CM_ATTR_SIDR_REQ)
 			continue;
-		m = (struct cm_msg){ .attr = attr, .local_id = 77, .remote_id = 0x12345, .qpn = 9 };
+		m = (struct cm_msg){.attr = attr, .local_id = 77, .remote_id = 0x12345, .qpn = 9};
 		cm_mad_build(&m, buf);
 		before = cm_stats.drop_unknown;
 		cm_rx(cm.asock, buf, sizeof(buf), &from, to);
