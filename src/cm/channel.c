@@ -390,6 +390,7 @@ UROCE_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channe
 			return errno = ENOMEM, -1;
 		sync = true;
 	}
+	cm_sync_ack_stored(cid); /* a synchronous id's last event, as rdma-core */
 	pthread_mutex_lock(&cm.lock);
 	moved = chan_extract(old, event_owned, cid);
 	while (cid->acked < cid->reported)

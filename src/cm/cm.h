@@ -199,6 +199,7 @@ struct cm_id {
 	uint8_t mad[CM_MAD_BYTES];
 	bool timer_on;
 	int retries_left;
+	int icmp_left; /* REQ resends after an ICMP port unreachable */
 	uint64_t deadline_ms;
 	uint32_t timeout_ms;
 	struct cm_id *tnext, *tprev; /* timer list */
@@ -275,10 +276,12 @@ void cm_timer_stop(struct cm_id *cid);
 void cm_wake(void);
 
 /* conn.c: the API side of the state machine and the helpers it shares */
-#define CM_RESP_TIMEOUT 18 /* 4.096 us * 2^18 = 1.07 s */
-#define CM_MAX_RETRIES	15
-#define CM_TIMEWAIT_MS	2000
-#define CM_MRA_TIMEOUT	21 /* the service timeout an MRA asks for: 8.6 s */
+#define CM_RESP_TIMEOUT	 18 /* 4.096 us * 2^18 = 1.07 s */
+#define CM_MAX_RETRIES	 15
+#define CM_TIMEWAIT_MS	 2000
+#define CM_ICMP_RETRIES	 3
+#define CM_ICMP_RETRY_MS 50
+#define CM_MRA_TIMEOUT	 21 /* the service timeout an MRA asks for: 8.6 s */
 uint32_t cm_timeout_ms(uint8_t t);
 void cm_msg_init(struct cm_id *cid, struct cm_msg *m, uint16_t attr);
 int cm_send(struct cm_id *cid, const struct cm_msg *m, bool keep);

@@ -349,6 +349,10 @@ UROCE_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 		m.pdata_len = p->private_data_len;
 	}
 	cid->state = CM_REQ_SENT;
+	cid->icmp_left = CM_ICMP_RETRIES;
+	ur_dbg("rdma_cm: REQ %#x for service %#llx to %s:%u", cid->local_comm_id,
+	       (unsigned long long)cid->service_id, inet_ntoa(cid->peer_cm.sin_addr),
+	       ntohs(cid->peer_cm.sin_port));
 	ret = cm_send(cid, &m, true);
 out:
 	if (ret && cid->state != CM_ROUTE_RESOLVED) {

@@ -126,6 +126,8 @@ static void rx_req(struct cm_sock *s, const struct cm_msg *m, const struct socka
 	}
 	if (!l || l->destroying || l->state != CM_LISTEN || port != s->port ||
 	    (m->service_id >> 32) != 0 || (ps != l->id.ps && l->id.ps != RDMA_PS_IB)) {
+		ur_dbg("rdma_cm: REQ for service %#llx on UDP port %u: no such listener",
+		       (unsigned long long)m->service_id, s->port);
 		unknown();
 		goto no_service;
 	}
@@ -388,6 +390,15 @@ void cm_rx_icmp(const struct sockaddr_in *dst)
 			continue;
 		switch (c->state) {
 		case CM_REQ_SENT:
+			/* A listener may be between two rdma_listen calls (perftest
+			 * -R closes and reopens its port between connections): ask
+			 * again a few times, 50 ms apart, before giving up. */
+			if (c->icmp_left > 0) {
+				c->icmp_left--;
+				c->deadline_ms = cm_now_ms() + CM_ICMP_RETRY_MS;
+				c->retries_left++;
+				break;
+			}
 			cm_timer_stop(c);
 			c->state = CM_DISCONNECTED;
 			cm_post(c, RDMA_CM_EVENT_REJECTED, CM_REJ_INVALID_SERVICE_ID, NULL);
