@@ -128,25 +128,33 @@ int cm_dev_for_addr(struct in_addr a, struct ibv_context **ctx, uint8_t *gid_ind
 	return -EADDRNOTAVAIL;
 }
 
-UROCE_EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
+/* Under cm.lock: the open contexts, NULL-terminated (free() it). */
+struct ibv_context **rdma_get_devices_locked(int *num_devices)
 {
 	struct ibv_context **list;
 	int n = 0, ret;
 
-	pthread_mutex_lock(&cm.lock);
 	ret = devs_load();
-	list = calloc((size_t)cm.ndev + 1, sizeof(*list));
-	for (int i = 0; !ret && list && i < cm.ndev; i++)
+	list = ret ? NULL : calloc((size_t)cm.ndev + 1, sizeof(*list));
+	for (int i = 0; list && i < cm.ndev; i++)
 		if (dev_ctx(i))
 			list[n++] = cm.ctxs[i];
-	pthread_mutex_unlock(&cm.lock);
-	if (ret || !list) {
-		free(list);
+	if (!list) {
 		errno = ret ? -ret : ENOMEM;
 		return NULL;
 	}
 	if (num_devices)
 		*num_devices = n;
+	return list;
+}
+
+UROCE_EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
+{
+	struct ibv_context **list;
+
+	pthread_mutex_lock(&cm.lock);
+	list = rdma_get_devices_locked(num_devices);
+	pthread_mutex_unlock(&cm.lock);
 	return list;
 }
 

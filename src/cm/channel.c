@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -32,6 +33,11 @@ int cm_init(void)
 	if (cm.started)
 		return 0;
 	uroce_log_init();
+	{
+		const char *v = getenv("UROCE_PORT_MODE");
+
+		cm.std = v && (!strcasecmp(v, "standard") || !strcmp(v, "4791"));
+	}
 	cm.lhash = calloc(1u << CM_HASH_BITS, sizeof(*cm.lhash));
 	cm.rhash = calloc(1u << CM_HASH_BITS, sizeof(*cm.rhash));
 	if (!cm.lhash || !cm.rhash)
@@ -243,6 +249,11 @@ void cm_id_free_locked(struct cm_id *cid)
 			ibv_detach_mcast(cid->id.qp, &mc->mgid, 0);
 		free(mc);
 	}
+	for (struct cm_id **pp = &cm.listeners; *pp; pp = &(*pp)->lnext)
+		if (*pp == cid) {
+			*pp = cid->lnext;
+			break;
+		}
 	if (cid->lsock) {
 		cm_sock_close(cid->lsock);
 		cid->lsock = NULL;

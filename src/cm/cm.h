@@ -206,7 +206,7 @@ struct cm_id {
 
 	struct cm_id *hnext; /* by local comm id */
 	struct cm_id *rnext; /* by (remote comm id, peer address) */
-	struct cm_id *lnext; /* all ids */
+	struct cm_id *lnext; /* cm.listeners (standard-port mode) */
 	bool in_lhash, in_rhash;
 
 	struct cm_event *stored_event; /* id.event of a synchronous id */
@@ -223,12 +223,25 @@ static inline struct cm_id *to_cid(struct rdma_cm_id *id)
 	return (struct cm_id *)id;
 }
 
+struct cm_rxq {
+	struct cm_rxq *next;
+	struct ibv_context *ctx;
+	struct sockaddr_in from;
+	struct in_addr to;
+	size_t len;
+	uint8_t pkt[CM_PKT_BYTES];
+};
+
 struct cm_global {
 	pthread_mutex_t lock;
 	bool started;
 	int epfd, wakefd;
 	pthread_t thread;
-	struct cm_sock *asock; /* the active socket */
+	struct cm_sock *asock;	 /* the active socket */
+	bool std;		 /* UROCE_PORT_MODE=standard: QP1 on <address>:4791 */
+	struct cm_id *listeners; /* standard-port mode: by port (lnext) */
+	pthread_mutex_t qlock;	 /* standard-port mode: received QP1 packets */
+	struct cm_rxq *rxq, **rxq_tail;
 	struct cm_id *timers;
 	uint32_t next_comm_id;
 	uint32_t tid_hi;
@@ -259,6 +272,7 @@ int cm_sync_ack_stored(struct cm_id *cid);
 int cm_dev_for_addr(struct in_addr a, struct ibv_context **ctx, uint8_t *gid_index);
 struct ibv_pd *cm_dev_pd(struct ibv_context *ctx);
 uint8_t cm_dev_max_rd(struct ibv_context *ctx);
+struct ibv_context **rdma_get_devices_locked(int *num_devices);
 int cm_check_sockaddr(const struct sockaddr *sa, const char *who);
 void cm_gid_from_v4(union ibv_gid *g, struct in_addr a);
 struct in_addr cm_src_v4(const struct cm_id *cid);
@@ -270,6 +284,19 @@ struct cm_sock *cm_sock_open(struct in_addr addr, uint16_t port, bool reuse, int
 void cm_sock_close(struct cm_sock *s);
 int cm_send_mad(struct cm_sock *s, struct in_addr src, const struct sockaddr_in *dst,
 		const uint8_t *mad);
+/* Send a MAD to a peer's QP1: from the active socket (native mode) or
+ * through ctx's 4791 endpoint (standard-port mode, cm.std). */
+int cm_xmit(struct ibv_context *ctx, struct in_addr src, const struct sockaddr_in *dst,
+	    const uint8_t *mad);
+/* Standard-port mode: receive QP1 of ctx (uroce_cm_qp1_attach). */
+int cm_std_attach(struct ibv_context *ctx);
+/* the private interface of uroce's libibverbs.so.1 (src/net/qp1.c) */
+int uroce_cm_qp1_attach(struct ibv_context *ctx,
+			void (*rx)(void *arg, const uint8_t *pkt, size_t len, uint32_t src,
+				   uint32_t dst),
+			void *arg);
+int uroce_cm_qp1_send(struct ibv_context *ctx, uint32_t dst, const void *pkt, size_t len);
+const uint8_t *cm_pkt_mad(const uint8_t *pkt, size_t len);
 uint64_t cm_now_ms(void);
 void cm_timer_arm(struct cm_id *cid, uint32_t timeout_ms, int retries);
 void cm_timer_stop(struct cm_id *cid);
@@ -285,7 +312,7 @@ void cm_wake(void);
 uint32_t cm_timeout_ms(uint8_t t);
 void cm_msg_init(struct cm_id *cid, struct cm_msg *m, uint16_t attr);
 int cm_send(struct cm_id *cid, const struct cm_msg *m, bool keep);
-int cm_send_rej(struct cm_sock *s, struct in_addr src, const struct sockaddr_in *dst,
+int cm_send_rej(struct ibv_context *ctx, struct in_addr src, const struct sockaddr_in *dst,
 		uint32_t local_id, uint32_t remote_id, uint8_t target, uint16_t reason,
 		const void *pdata, uint8_t len);
 void cm_post(struct cm_id *cid, enum rdma_cm_event_type t, int status, const struct cm_msg *m);
@@ -295,8 +322,8 @@ void cm_set_established(struct cm_id *cid, const struct cm_msg *m);
 void cm_enter_timewait(struct cm_id *cid);
 
 /* proto.c: received MADs, timers, ICMP */
-void cm_rx(struct cm_sock *s, const uint8_t *mad, size_t len, const struct sockaddr_in *from,
-	   struct in_addr to);
+void cm_rx(struct cm_sock *s, struct ibv_context *ctx, const uint8_t *mad, size_t len,
+	   const struct sockaddr_in *from, struct in_addr to);
 void cm_rx_icmp(const struct sockaddr_in *dst);
 void cm_timer_fire(struct cm_id *cid);
 void cm_hash_add(struct cm_id *cid);

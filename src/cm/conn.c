@@ -45,19 +45,6 @@ static uint32_t rand24(void)
 	return v & 0xffffff;
 }
 
-static bool std_mode(const char *who)
-{
-	const char *v = getenv("UROCE_PORT_MODE");
-
-	if (v && (!strcasecmp(v, "standard") || !strcmp(v, "4791"))) {
-		ur_err("%s: uroce's rdma_cm does not run in standard-port mode yet "
-		       "(UROCE_PORT_MODE=standard): QP1 on UDP 4791 is not built, see docs/cm.md",
-		       who);
-		return true;
-	}
-	return false;
-}
-
 void cm_msg_init(struct cm_id *cid, struct cm_msg *m, uint16_t attr)
 {
 	memset(m, 0, sizeof(*m));
@@ -79,10 +66,10 @@ int cm_send(struct cm_id *cid, const struct cm_msg *m, bool keep)
 		memcpy(cid->mad, mad, sizeof(mad));
 		cm_timer_arm(cid, cm_timeout_ms(CM_RESP_TIMEOUT), CM_MAX_RETRIES);
 	}
-	return cm_send_mad(cm.asock, cm_src_v4(cid), &cid->peer_cm, mad);
+	return cm_xmit(cid->ctx, cm_src_v4(cid), &cid->peer_cm, mad);
 }
 
-int cm_send_rej(struct cm_sock *s, struct in_addr src, const struct sockaddr_in *dst,
+int cm_send_rej(struct ibv_context *ctx, struct in_addr src, const struct sockaddr_in *dst,
 		uint32_t local_id, uint32_t remote_id, uint8_t target, uint16_t reason,
 		const void *pdata, uint8_t len)
 {
@@ -99,7 +86,7 @@ int cm_send_rej(struct cm_sock *s, struct in_addr src, const struct sockaddr_in 
 	memcpy(m.pdata, pdata, len);
 	m.pdata_len = len;
 	cm_mad_build(&m, mad);
-	return cm_send_mad(s, src, dst, mad);
+	return cm_xmit(ctx, src, dst, mad);
 }
 
 void cm_ah_attr(const struct cm_id *cid, const union ibv_gid *dgid, struct ibv_ah_attr *ah)
@@ -182,7 +169,7 @@ void cm_conn_teardown_locked(struct cm_id *cid)
 	case CM_REQ_SENT:
 	case CM_REP_SENT:
 	case CM_REP_RCVD:
-		cm_send_rej(cm.asock, cm_src_v4(cid), &cid->peer_cm, cid->local_comm_id,
+		cm_send_rej(cid->ctx, cm_src_v4(cid), &cid->peer_cm, cid->local_comm_id,
 			    cid->remote_comm_id, cid->state == CM_REQ_SENT ? 2 : 1,
 			    cid->state == CM_REQ_SENT ? CM_REJ_TIMEOUT : CM_REJ_CONSUMER_DEFINED,
 			    NULL, 0);
@@ -206,6 +193,38 @@ void cm_conn_teardown_locked(struct cm_id *cid)
 	cid->state = CM_DISCONNECTED;
 }
 
+/* Standard-port mode: a listener is an entry in cm.listeners, REQs come
+ * through QP1 of the device (every device for the wildcard address). */
+static int std_listen(struct cm_id *cid)
+{
+	struct sockaddr_in *src = &cid->id.route.addr.src_sin;
+	int ret = 0;
+
+	if (!src->sin_port)
+		src->sin_port = htons((uint16_t)(32768 + (rand24() % 28000)));
+	for (struct cm_id *l = cm.listeners; l; l = l->lnext)
+		if (l->id.route.addr.src_sin.sin_port == src->sin_port &&
+		    (l->id.route.addr.src_sin.sin_addr.s_addr == src->sin_addr.s_addr ||
+		     !l->id.route.addr.src_sin.sin_addr.s_addr || !src->sin_addr.s_addr))
+			return EADDRINUSE;
+	if (cid->ctx) {
+		ret = cm_std_attach(cid->ctx);
+	} else {
+		struct ibv_context **l = rdma_get_devices_locked(NULL);
+
+		for (int i = 0; l && l[i]; i++)
+			if (cm_std_attach(l[i]) && !ret)
+				ret = -EADDRINUSE;
+		free(l);
+	}
+	if (ret)
+		return -ret;
+	cid->lnext = cm.listeners;
+	cm.listeners = cid;
+	cid->state = CM_LISTEN;
+	return 0;
+}
+
 UROCE_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 {
 	struct cm_id *cid = to_cid(id);
@@ -214,8 +233,6 @@ UROCE_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 
 	if (!id)
 		return cm_fail(EINVAL, "rdma_listen: id is NULL");
-	if (std_mode("rdma_listen"))
-		return errno = EOPNOTSUPP, -1;
 	pthread_mutex_lock(&cm.lock);
 	if (cid->state == CM_LISTEN) {
 		cid->backlog = backlog;
@@ -225,6 +242,11 @@ UROCE_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if (cid->state != CM_ADDR_BOUND) {
 		pthread_mutex_unlock(&cm.lock);
 		return cm_fail(EINVAL, "rdma_listen: bind the id first (rdma_bind_addr)");
+	}
+	if (cm.std) {
+		err = std_listen(cid);
+		pthread_mutex_unlock(&cm.lock);
+		return err ? (errno = err, -1) : 0;
 	}
 	cid->lsock = cm_sock_open(src->sin_addr, ntohs(src->sin_port), cid->reuseaddr, &err);
 	if (!cid->lsock) {
@@ -277,17 +299,21 @@ UROCE_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 
 	if (!id)
 		return cm_fail(EINVAL, "rdma_connect: id is NULL");
-	if (std_mode("rdma_connect"))
-		return errno = EOPNOTSUPP, -1;
 	pthread_mutex_lock(&cm.lock);
 	if (cid->state != CM_ROUTE_RESOLVED) {
 		pthread_mutex_unlock(&cm.lock);
 		return cm_fail(EINVAL, "rdma_connect: resolve the route first");
 	}
+	if (cm.std && cm_std_attach(cid->ctx)) {
+		pthread_mutex_unlock(&cm.lock);
+		return errno = EADDRINUSE, -1;
+	}
 	cid->local_comm_id = cm_new_comm_id();
 	cm_hash_add(cid);
 	cid->service_id = (uint64_t)id->ps << 16 | ntohs(id->route.addr.dst_sin.sin_port);
 	cid->peer_cm = id->route.addr.dst_sin;
+	if (cm.std)
+		cid->peer_cm.sin_port = htons(4791); /* the peer's QP1 */
 	id->route.addr.src_sin.sin_port = htons(cm.asock->port);
 	if (id->qp_type == IBV_QPT_UD) {
 		ret = connect_ud(cid, p);
@@ -479,7 +505,7 @@ static int reject(struct rdma_cm_id *id, const void *pdata, uint8_t len)
 			memcpy(m.pdata, pdata, m.pdata_len);
 		ret = cm_send(cid, &m, false);
 	} else if (cid->state == CM_REQ_RCVD) {
-		ret = cm_send_rej(cm.asock, cm_src_v4(cid), &cid->peer_cm, cid->local_comm_id,
+		ret = cm_send_rej(cid->ctx, cm_src_v4(cid), &cid->peer_cm, cid->local_comm_id,
 				  cid->remote_comm_id, 0, CM_REJ_CONSUMER_DEFINED, pdata,
 				  pdata ? len : 0);
 	} else {

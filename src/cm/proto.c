@@ -86,7 +86,7 @@ static struct cm_id *by_remote(uint32_t remote_id, const struct sockaddr_in *pee
 static void resend(struct cm_id *cid)
 {
 	__atomic_add_fetch(&cm_stats.retrans, 1, __ATOMIC_RELAXED);
-	cm_send_mad(cm.asock, cm_src_v4(cid), &cid->peer_cm, cid->mad);
+	cm_xmit(cid->ctx, cm_src_v4(cid), &cid->peer_cm, cid->mad);
 }
 
 static void unknown(void)
@@ -106,15 +106,29 @@ static void send_mra(struct cm_id *cid)
 }
 
 /* A REQ or SIDR_REQ on a listener: a new id in REQ_RCVD, CONNECT_REQUEST. */
-static void rx_req(struct cm_sock *s, const struct cm_msg *m, const struct sockaddr_in *from,
-		   struct in_addr to)
+/* Standard-port mode: the listener for a port and local address. */
+static struct cm_id *std_listener(uint16_t port, struct in_addr to)
 {
-	struct cm_id *l = s->listener, *dup, *c;
+	for (struct cm_id *l = cm.listeners; l; l = l->lnext) {
+		in_addr_t a = l->id.route.addr.src_sin.sin_addr.s_addr;
+
+		if (ntohs(l->id.route.addr.src_sin.sin_port) == port &&
+		    (a == INADDR_ANY || a == to.s_addr))
+			return l;
+	}
+	return NULL;
+}
+
+static void rx_req(struct cm_sock *s, struct ibv_context *ctx, const struct cm_msg *m,
+		   const struct sockaddr_in *from, struct in_addr to)
+{
+	struct cm_id *l, *dup, *c;
 	bool sidr = m->attr == CM_ATTR_SIDR_REQ;
 	uint16_t port = (uint16_t)(m->service_id & 0xffff);
 	enum rdma_port_space ps = (enum rdma_port_space)((m->service_id >> 16) & 0xffff);
 	bool ud = sidr;
 
+	l = s ? s->listener : std_listener((uint16_t)(m->service_id & 0xffff), to);
 	dup = by_remote(m->local_id, from);
 	if (dup) {
 		__atomic_add_fetch(&cm_stats.dup_req, 1, __ATOMIC_RELAXED);
@@ -124,10 +138,11 @@ static void rx_req(struct cm_sock *s, const struct cm_msg *m, const struct socka
 			send_mra(dup);
 		return;
 	}
-	if (!l || l->destroying || l->state != CM_LISTEN || port != s->port ||
-	    (m->service_id >> 32) != 0 || (ps != l->id.ps && l->id.ps != RDMA_PS_IB)) {
+	if (!l || l->destroying || l->state != CM_LISTEN ||
+	    port != ntohs(l->id.route.addr.src_sin.sin_port) || (m->service_id >> 32) != 0 ||
+	    (ps != l->id.ps && l->id.ps != RDMA_PS_IB)) {
 		ur_dbg("rdma_cm: REQ for service %#llx on UDP port %u: no such listener",
-		       (unsigned long long)m->service_id, s->port);
+		       (unsigned long long)m->service_id, port);
 		unknown();
 		goto no_service;
 	}
@@ -192,10 +207,9 @@ no_service:
 		uint8_t mad[CM_MAD_BYTES];
 
 		cm_mad_build(&r, mad);
-		cm_send_mad(cm.asock, to, from, mad);
+		cm_xmit(ctx, to, from, mad);
 	} else {
-		cm_send_rej(cm.asock, to, from, 0, m->local_id, 0, CM_REJ_INVALID_SERVICE_ID, NULL,
-			    0);
+		cm_send_rej(ctx, to, from, 0, m->local_id, 0, CM_REJ_INVALID_SERVICE_ID, NULL, 0);
 	}
 }
 
@@ -228,8 +242,8 @@ static void rx_rep(struct cm_id *c, const struct cm_msg *m, const struct sockadd
 		return;
 	}
 	if (cm_qp_to_rtr(c) || cm_qp_to_rts(c)) {
-		cm_send_rej(cm.asock, cm_src_v4(c), &c->peer_cm, c->local_comm_id,
-			    c->remote_comm_id, 1, CM_REJ_CONSUMER_DEFINED, NULL, 0);
+		cm_send_rej(c->ctx, cm_src_v4(c), &c->peer_cm, c->local_comm_id, c->remote_comm_id,
+			    1, CM_REJ_CONSUMER_DEFINED, NULL, 0);
 		c->state = CM_DISCONNECTED;
 		cm_post(c, RDMA_CM_EVENT_CONNECT_ERROR, -EINVAL, NULL);
 		return;
@@ -259,6 +273,13 @@ static void rx_sidr_rep(struct cm_id *c, const struct cm_msg *m)
 
 static void rx_rej(struct cm_id *c, const struct cm_msg *m)
 {
+	/* no listener (yet): ask again, as after an ICMP (cm_rx_icmp) */
+	if (c->state == CM_REQ_SENT && m->reason == CM_REJ_INVALID_SERVICE_ID && c->icmp_left > 0) {
+		c->icmp_left--;
+		c->deadline_ms = cm_now_ms() + CM_ICMP_RETRY_MS;
+		c->retries_left++;
+		return;
+	}
 	switch (c->state) {
 	case CM_REQ_SENT:
 	case CM_REP_SENT:
@@ -278,7 +299,7 @@ static void rx_rej(struct cm_id *c, const struct cm_msg *m)
 	}
 }
 
-static void rx_dreq(struct cm_id *c, const struct cm_msg *m, struct cm_sock *s,
+static void rx_dreq(struct cm_id *c, const struct cm_msg *m, struct ibv_context *ctx,
 		    const struct sockaddr_in *from, struct in_addr to)
 {
 	struct cm_msg r;
@@ -293,8 +314,7 @@ static void rx_dreq(struct cm_id *c, const struct cm_msg *m, struct cm_sock *s,
 		uint8_t mad[CM_MAD_BYTES];
 
 		cm_mad_build(&r, mad);
-		cm_send_mad(cm.asock, to, from, mad);
-		(void)s;
+		cm_xmit(ctx, to, from, mad);
 		return;
 	}
 	cm_msg_init(c, &r, CM_ATTR_DREP);
@@ -317,8 +337,8 @@ static void rx_dreq(struct cm_id *c, const struct cm_msg *m, struct cm_sock *s,
 	}
 }
 
-void cm_rx(struct cm_sock *s, const uint8_t *mad, size_t len, const struct sockaddr_in *from,
-	   struct in_addr to)
+void cm_rx(struct cm_sock *s, struct ibv_context *ctx, const uint8_t *mad, size_t len,
+	   const struct sockaddr_in *from, struct in_addr to)
 {
 	struct cm_msg m;
 	struct cm_id *c;
@@ -326,14 +346,14 @@ void cm_rx(struct cm_sock *s, const uint8_t *mad, size_t len, const struct socka
 	if (cm_mad_parse(mad, len, &m))
 		return;
 	if (m.attr == CM_ATTR_REQ || m.attr == CM_ATTR_SIDR_REQ) {
-		rx_req(s, &m, from, to);
+		rx_req(s, ctx, &m, from, to);
 		return;
 	}
 	c = by_local(m.remote_id);
 	if (m.attr == CM_ATTR_DREQ) {
 		if (c && c->remote_comm_id != m.local_id)
 			c = NULL;
-		rx_dreq(c, &m, s, from, to);
+		rx_dreq(c, &m, ctx, from, to);
 		return;
 	}
 	if (!c) {

@@ -89,6 +89,17 @@ const uint8_t *cm_pkt_parse(const uint8_t *pkt, size_t len, struct in_addr src, 
 		__atomic_add_fetch(&cm_stats.drop_icrc, 1, __ATOMIC_RELAXED);
 		return NULL;
 	}
+	return cm_pkt_mad(pkt, len);
+}
+
+/* The MAD of a packet whose ICRC was checked (by the data path in
+ * standard-port mode): BTH and DETH must say UD to QP1 from QP1. */
+const uint8_t *cm_pkt_mad(const uint8_t *pkt, size_t len)
+{
+	if (len != CM_PKT_BYTES) {
+		__atomic_add_fetch(&cm_stats.drop_short, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
 	/* UD SEND_ONLY, no pad, to QP1 from QP1 with the GSI Q_Key */
 	if (pkt[0] != BTH_OP_UD_SEND_ONLY || (pkt[1] & 0x30) || pkt[5] || pkt[6] || pkt[7] != 1 ||
 	    pkt[12] != 0x80 || pkt[13] != 0x01 || pkt[14] || pkt[15] || pkt[17] || pkt[18] ||
@@ -182,6 +193,82 @@ int cm_send_mad(struct cm_sock *s, struct in_addr src, const struct sockaddr_in 
 	return 0;
 }
 
+int cm_xmit(struct ibv_context *ctx, struct in_addr src, const struct sockaddr_in *dst,
+	    const uint8_t *mad)
+{
+	static uint32_t psn;
+	uint8_t pkt[CM_PKT_BYTES];
+	int ret;
+
+	if (!cm.std)
+		return cm_send_mad(cm.asock, src, dst, mad);
+	if (!ctx)
+		return -ENODEV;
+	cm_pkt_build(pkt, mad, src, 4791, dst->sin_addr, 4791,
+		     __atomic_add_fetch(&psn, 1, __ATOMIC_RELAXED) & 0xffffff);
+	ret = uroce_cm_qp1_send(ctx, dst->sin_addr.s_addr, pkt, sizeof(pkt));
+	if (!ret)
+		__atomic_add_fetch(&cm_stats.tx, 1, __ATOMIC_RELAXED);
+	return ret;
+}
+
+/* Standard-port mode: a packet for QP1 from the data path's receive
+ * thread (its receive lock held): queue it for the CM thread. */
+static void std_rx(void *arg, const uint8_t *pkt, size_t len, uint32_t src, uint32_t dst)
+{
+	struct cm_rxq *q;
+
+	__atomic_add_fetch(&cm_stats.rx, 1, __ATOMIC_RELAXED);
+	if (len != CM_PKT_BYTES || !(q = malloc(sizeof(*q)))) {
+		__atomic_add_fetch(&cm_stats.drop_short, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	q->next = NULL;
+	q->ctx = arg;
+	q->from = (struct sockaddr_in){
+	    .sin_family = AF_INET, .sin_addr.s_addr = src, .sin_port = htons(4791)};
+	q->to.s_addr = dst;
+	q->len = len;
+	memcpy(q->pkt, pkt, len);
+	pthread_mutex_lock(&cm.qlock);
+	*cm.rxq_tail = q;
+	cm.rxq_tail = &q->next;
+	pthread_mutex_unlock(&cm.qlock);
+	cm_wake();
+}
+
+static void std_drain(void)
+{
+	struct cm_rxq *q, *n;
+
+	pthread_mutex_lock(&cm.qlock);
+	q = cm.rxq;
+	cm.rxq = NULL;
+	cm.rxq_tail = &cm.rxq;
+	pthread_mutex_unlock(&cm.qlock);
+	for (; q; q = n) {
+		const uint8_t *mad = cm_pkt_mad(q->pkt, q->len);
+
+		n = q->next;
+		if (mad) {
+			pthread_mutex_lock(&cm.lock);
+			cm_rx(NULL, q->ctx, mad, CM_MAD_BYTES, &q->from, q->to);
+			pthread_mutex_unlock(&cm.lock);
+		}
+		free(q);
+	}
+}
+
+int cm_std_attach(struct ibv_context *ctx)
+{
+	int ret = uroce_cm_qp1_attach(ctx, std_rx, ctx);
+
+	if (ret)
+		ur_err("rdma_cm: %s: cannot receive QP1 on UDP 4791 (standard-port mode): %s",
+		       ibv_get_device_name(ctx->device), strerror(-ret));
+	return ret;
+}
+
 /* ICMP errors (port unreachable: nobody listens there any more). */
 static void sock_errqueue(struct cm_sock *s)
 {
@@ -250,7 +337,7 @@ static void sock_readable(struct cm_sock *s)
 		if (!mad)
 			continue;
 		pthread_mutex_lock(&cm.lock);
-		cm_rx(s, mad, CM_MAD_BYTES, &from, to);
+		cm_rx(s, NULL, mad, CM_MAD_BYTES, &from, to);
 		pthread_mutex_unlock(&cm.lock);
 	}
 }
@@ -332,6 +419,8 @@ static void *cm_thread(void *arg)
 			if (!s) {
 				if (read(cm.wakefd, &v, sizeof(v)) < 0)
 					ur_dbg("CM wake read: %m");
+				if (cm.std)
+					std_drain();
 				continue;
 			}
 			if (evs[i].events & EPOLLERR)
@@ -349,6 +438,8 @@ int cm_wire_start(void)
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
 	int err = 0;
 
+	pthread_mutex_init(&cm.qlock, NULL);
+	cm.rxq_tail = &cm.rxq;
 	cm.epfd = epoll_create1(EPOLL_CLOEXEC);
 	cm.wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (cm.epfd < 0 || cm.wakefd < 0 || epoll_ctl(cm.epfd, EPOLL_CTL_ADD, cm.wakefd, &ev))

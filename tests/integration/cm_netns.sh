@@ -3,7 +3,10 @@
 # (10.202.0.1 and .2, MTU 1500: uroce's active MTU 1024), native mode.
 # Unmodified rdmacm-utils and perftest, server in one namespace, client in
 # the other: rping -V (100 pings, 4 KiB), ucmatose -c 10, udaddy,
-# rdma_server/rdma_client, cmtime -c 1000, ib_write_lat -R, ib_read_bw -R.
+# rdma_server/rdma_client, cmtime -c 1000, ib_write_lat -R, ib_read_bw -R;
+# then in standard-port mode (UROCE_PORT_MODE=standard: CM MADs and data on
+# <address>:4791, QP1 through the data path's socket): rping -V, ucmatose
+# -c 10, udaddy, ib_write_lat -R.
 # Needs root; skips otherwise or when namespaces do not work here.
 set -euo pipefail
 source "$(dirname "$0")/lib_cm.sh"
@@ -84,4 +87,17 @@ check "ib_write_lat -R across namespaces" ns_pair write_lat 7474 0 \
 	"${SA[@]}" ib_write_lat -R -p 7474 -n 500 -- "${SB[@]}" ib_write_lat -R -p 7474 -n 500 10.202.0.1
 check "ib_read_bw -R across namespaces" ns_pair read_bw 7475 0 \
 	"${SA[@]}" ib_read_bw -R -p 7475 -n 500 -- "${SB[@]}" ib_read_bw -R -p 7475 -n 500 10.202.0.1
+
+# standard-port mode: the server's "port" is 4791 (QP1 shares it)
+SA=(ip netns exec "$A" env UROCE_PORT_MODE=standard "${ON_UROCE[@]}")
+SB=(ip netns exec "$B" env UROCE_PORT_MODE=standard "${ON_UROCE[@]}")
+check "standard mode: rping -V 100 x 4 KiB" ns_pair std_rping 4791 0 \
+	"${SA[@]}" rping -s -a 10.202.0.1 -C 100 -S 4096 -V -- \
+	"${SB[@]}" rping -c -a 10.202.0.1 -C 100 -S 4096 -V
+check "standard mode: ucmatose -c 10" ns_pair std_ucmatose 4791 0 \
+	"${SA[@]}" ucmatose -p 7471 -c 10 -- "${SB[@]}" ucmatose -s 10.202.0.1 -p 7471 -c 10
+check "standard mode: udaddy" ns_pair std_udaddy 4791 0 \
+	"${SA[@]}" udaddy -- "${SB[@]}" udaddy -s 10.202.0.1
+check "standard mode: ib_write_lat -R" ns_pair std_write_lat 4791 0 \
+	"${SA[@]}" ib_write_lat -R -p 7474 -n 500 -- "${SB[@]}" ib_write_lat -R -p 7474 -n 500 10.202.0.1
 finish

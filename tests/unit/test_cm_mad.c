@@ -289,7 +289,7 @@ static void test_garbage(void)
 		m = (struct cm_msg){.attr = attr, .local_id = 77, .remote_id = 0x12345, .qpn = 9};
 		cm_mad_build(&m, buf);
 		before = cm_stats.drop_unknown;
-		cm_rx(cm.asock, buf, sizeof(buf), &from, to);
+		cm_rx(cm.asock, NULL, buf, sizeof(buf), &from, to);
 		CHECK(cm_stats.drop_unknown == before + 1, "attr %#x for an unknown id not counted",
 		      attr);
 	}
@@ -297,7 +297,7 @@ static void test_garbage(void)
 	fill_req(&m);
 	cm_mad_build(&m, buf);
 	before = cm_stats.drop_unknown;
-	cm_rx(cm.asock, buf, sizeof(buf), &from, to);
+	cm_rx(cm.asock, NULL, buf, sizeof(buf), &from, to);
 	CHECK(cm_stats.drop_unknown == before + 1, "REQ to the active socket not counted");
 	pthread_mutex_unlock(&cm.lock);
 }
