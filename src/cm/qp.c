@@ -44,7 +44,9 @@ static int qp_attr_rtr(struct cm_id *cid, struct ibv_qp_attr *a, int *mask)
 		return 0;
 	a->path_mtu = cid->mtu;
 	a->dest_qp_num = cid->remote_qpn;
-	a->rq_psn = cid->remote_psn;
+	/* IBTA 12.7.23, as the kernel's cm.c: the Starting PSN a REQ or REP
+	 * carries is the PSN its sender expects to receive */
+	a->rq_psn = cid->local_psn;
 	cm_ah_attr(cid, &cid->remote_gid, &a->ah_attr);
 	*mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 	if (cid->id.qp_type == IBV_QPT_RC || cid->id.qp_type == IBV_QPT_XRC_RECV ||
@@ -60,7 +62,7 @@ static int qp_attr_rts(struct cm_id *cid, struct ibv_qp_attr *a, int *mask)
 {
 	memset(a, 0, sizeof(*a));
 	a->qp_state = IBV_QPS_RTS;
-	a->sq_psn = cid->local_psn;
+	a->sq_psn = cid->id.qp_type == IBV_QPT_UD ? cid->local_psn : cid->remote_psn;
 	*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 	if (cid->id.qp_type == IBV_QPT_RC || cid->id.qp_type == IBV_QPT_XRC_SEND ||
 	    cid->id.qp_type == IBV_QPT_XRC_RECV) {
