@@ -426,3 +426,21 @@ UROCE_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channe
 	pthread_mutex_unlock(&cm.lock);
 	return 0;
 }
+
+/* At UROCE_LOG=info, what the CM saw (docs/cm.md: dropped MADs are counted). */
+__attribute__((destructor)) static void cm_fini(void)
+{
+	const struct cm_stats *s = &cm_stats;
+
+	if (!cm.started)
+		return;
+	ur_info("rdma_cm: MADs received %llu, sent %llu, resent %llu, duplicate REQs %llu, "
+		"ICMP unreachable %llu; dropped: short %llu, ICRC %llu, BTH/DETH %llu, MAD "
+		"header %llu, attribute %llu, IP header %llu, unknown id %llu",
+		(unsigned long long)s->rx, (unsigned long long)s->tx,
+		(unsigned long long)s->retrans, (unsigned long long)s->dup_req,
+		(unsigned long long)s->icmp, (unsigned long long)s->drop_short,
+		(unsigned long long)s->drop_icrc, (unsigned long long)s->drop_bth,
+		(unsigned long long)s->drop_hdr, (unsigned long long)s->drop_attr,
+		(unsigned long long)s->drop_ip_hdr, (unsigned long long)s->drop_unknown);
+}
