@@ -25,14 +25,12 @@ else
 	fail "ucmatose -c 10"
 fi
 cm_port
-CM_SERVER_STAYS=1
-if cm_pair cmtime "${U[@]}" cmtime -p "$PORT" -- "${U[@]}" cmtime -s 127.0.0.1 -p "$PORT" -c 100 &&
+if cm_stays cmtime "${U[@]}" cmtime -p "$PORT" -- "${U[@]}" cmtime -s 127.0.0.1 -p "$PORT" -c 100 &&
 	log_has cmtime client '^connect +:'; then
 	pass "cmtime -c 100"
 else
 	fail "cmtime -c 100"
 fi
-CM_SERVER_STAYS=0
 
 # udaddy has no port option (-p is the port space): a private namespace.
 if cm_can_netns; then

@@ -6,9 +6,10 @@
 #   cm_port              set PORT to a port of this test's block that is free
 #                        for TCP and UDP;
 #   cm_pair NAME SERVER... -- CLIENT...
-#                        like run_pair, waiting for the UDP port; with
-#                        CM_SERVER_STAYS=1 the server (cmtime) is stopped
-#                        after the client and only the client's exit counts;
+#                        run_pair, waiting for the UDP port;
+#   cm_stays NAME SERVER... -- CLIENT...
+#                        the same for a server that never exits (cmtime): it
+#                        is stopped after the client, whose exit counts;
 #   cm_netns CMD...      run CMD in a private network namespace whose lo is
 #                        up (for tools with a fixed port: udaddy, mckey).
 # Executed directly, it checks that its own helpers work.
@@ -35,48 +36,30 @@ cm_require() {
 }
 
 cm_pair() {
-	local name=$1
+	READY_CHECK=udp_bound run_pair "$@"
+}
+
+# cm_stays NAME SERVER... -- CLIENT...: for servers that never exit
+# (cmtime): the client's exit code counts, the server is stopped after it.
+cm_stays() {
+	local name=$1 spid crc=0
 	shift
-	local -a server=() client=()
-	while [[ $# -gt 0 && $1 != -- ]]; do
+	local -a server=()
+	while [[ $1 != -- ]]; do
 		server+=("$1")
 		shift
 	done
-	[[ ${1-} == -- ]] || die "cm_pair $name: no '--'"
 	shift
-	client=("$@")
-	local slog=$LOG_DIR/$name.server.log clog=$LOG_DIR/$name.client.log
-	local budget=$((LISTEN_TIMEOUT + CLIENT_TIMEOUT + SERVER_GRACE))
-	local spid src=0 crc=0 waited=0
-
 	log "=== $name (UDP port $PORT)"
-	log "  server: ${server[*]}"
-	log "  client: ${client[*]}"
-	timeout -k 5 "$budget" "${server[@]}" </dev/null >"$slog" 2>&1 &
+	timeout -k 5 $((LISTEN_TIMEOUT + CLIENT_TIMEOUT)) "${server[@]}" </dev/null \
+		>"$LOG_DIR/$name.server.log" 2>&1 &
 	spid=$!
-	while ! udp_bound "$PORT"; do
-		if ! kill -0 "$spid" 2>/dev/null || ((waited >= LISTEN_TIMEOUT * 10)); then
-			reap "$spid" 0 || src=$?
-			log "FAIL: $name: server never bound UDP port $PORT ($(explain_rc "$src"))"
-			show_logs "$name"
-			return 1
-		fi
-		sleep 0.1
-		waited=$((waited + 1))
-	done
-	timeout -k 5 "$CLIENT_TIMEOUT" "${client[@]}" </dev/null >"$clog" 2>&1 || crc=$?
-	if [[ ${CM_SERVER_STAYS:-0} == 1 ]]; then
-		reap "$spid" 0 || true
-	else
-		reap "$spid" "$SERVER_GRACE" || src=$?
-	fi
-	if ((src != 0 || crc != 0)); then
-		log "FAIL: $name: server $(explain_rc "$src"), client $(explain_rc "$crc")"
-		show_logs "$name"
-		return 1
-	fi
-	log "  both sides exit 0"
-	return 0
+	for _ in $(seq $((LISTEN_TIMEOUT * 10))); do udp_bound "$PORT" && break; sleep 0.1; done
+	timeout -k 5 "$CLIENT_TIMEOUT" "$@" </dev/null >"$LOG_DIR/$name.client.log" 2>&1 || crc=$?
+	kill "$spid" 2>/dev/null || true
+	wait "$spid" 2>/dev/null || true
+	((crc == 0)) || { log "client $(explain_rc "$crc")"; show_logs "$name"; }
+	return "$crc"
 }
 
 cm_netns() {
