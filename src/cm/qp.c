@@ -155,6 +155,27 @@ UROCE_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp
 	return ret ? (errno = ret, -1) : 0;
 }
 
+/* A CQ with its own completion channel, as rdma-core's ucma_create_cqs. */
+static struct ibv_cq *make_cq(struct ibv_context *ctx, int n, void *cq_ctx,
+			      struct ibv_comp_channel **chan)
+{
+	struct ibv_cq *cq;
+
+	*chan = ibv_create_comp_channel(ctx);
+	cq = *chan ? ibv_create_cq(ctx, n, cq_ctx, *chan, 0) : NULL;
+	return cq;
+}
+
+static void free_cq(struct ibv_cq **cq, struct ibv_comp_channel **chan)
+{
+	if (*cq)
+		ibv_destroy_cq(*cq);
+	if (*chan)
+		ibv_destroy_comp_channel(*chan);
+	*cq = NULL;
+	*chan = NULL;
+}
+
 /* The CQs (and their channels) rdma_create_qp makes when the caller gave none. */
 static int make_cqs(struct cm_id *cid, struct ibv_qp_init_attr_ex *a)
 {
@@ -163,24 +184,18 @@ static int make_cqs(struct cm_id *cid, struct ibv_qp_init_attr_ex *a)
 	int n_recv = (int)(a->cap.max_recv_wr ? a->cap.max_recv_wr : 1);
 
 	if (!a->send_cq) {
-		id->send_cq_channel = ibv_create_comp_channel(id->verbs);
-		id->send_cq = id->send_cq_channel
-				  ? ibv_create_cq(id->verbs, n_send, id, id->send_cq_channel, 0)
-				  : NULL;
+		cid->own_cqs = true;
+		id->send_cq = make_cq(id->verbs, n_send, id, &id->send_cq_channel);
 		if (!id->send_cq)
 			return -(errno ? errno : ENOMEM);
 		a->send_cq = id->send_cq;
-		cid->own_cqs = true;
 	}
 	if (!a->recv_cq && !a->srq) {
-		id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
-		id->recv_cq = id->recv_cq_channel
-				  ? ibv_create_cq(id->verbs, n_recv, id, id->recv_cq_channel, 0)
-				  : NULL;
+		cid->own_cqs = true;
+		id->recv_cq = make_cq(id->verbs, n_recv, id, &id->recv_cq_channel);
 		if (!id->recv_cq)
 			return -(errno ? errno : ENOMEM);
 		a->recv_cq = id->recv_cq;
-		cid->own_cqs = true;
 	} else if (!a->recv_cq && a->srq) {
 		a->recv_cq = a->send_cq;
 	}
@@ -193,16 +208,8 @@ static void free_cqs(struct cm_id *cid)
 
 	if (!cid->own_cqs)
 		return;
-	if (id->send_cq)
-		ibv_destroy_cq(id->send_cq);
-	if (id->send_cq_channel)
-		ibv_destroy_comp_channel(id->send_cq_channel);
-	if (id->recv_cq)
-		ibv_destroy_cq(id->recv_cq);
-	if (id->recv_cq_channel)
-		ibv_destroy_comp_channel(id->recv_cq_channel);
-	id->send_cq = id->recv_cq = NULL;
-	id->send_cq_channel = id->recv_cq_channel = NULL;
+	free_cq(&id->send_cq, &id->send_cq_channel);
+	free_cq(&id->recv_cq, &id->recv_cq_channel);
 	cid->own_cqs = false;
 }
 

@@ -22,6 +22,14 @@ U=("${ON_UROCE[@]}")
 T=120
 
 has() { grep -Eq -- "$2" "$1"; }
+# bg_server LOG CMD...: start a server (pid in $spid), wait for its UDP port
+bg_server() {
+	local log=$1
+	shift
+	timeout $T "$@" >"$log" 2>&1 &
+	spid=$!
+	for _ in $(seq 200); do udp_bound "$PORT" && break; sleep 0.1; done
+}
 
 # 1. nobody listens
 cm_port
@@ -36,9 +44,7 @@ fi
 # 2. the listener dies (SIGKILL) in the middle of the handshake
 cm_port
 out=$LOG_DIR/diehalf
-timeout $T "${U[@]}" "$CMF" diehalf "$PORT" >"$out.server" 2>&1 &
-spid=$!
-for _ in $(seq 200); do udp_bound "$PORT" && break; sleep 0.1; done
+bg_server "$out.server" "${U[@]}" "$CMF" diehalf "$PORT"
 crc=0
 timeout $T "${U[@]}" "$CMF" connect "$PORT" >"$out.client" 2>&1 || crc=$?
 src=0
@@ -53,9 +59,7 @@ fi
 # 3. the peer is killed after ESTABLISHED
 cm_port
 out=$LOG_DIR/peerdeath
-timeout $T "${U[@]}" "$CMF" serve "$PORT" >"$out.server" 2>&1 &
-spid=$!
-for _ in $(seq 200); do udp_bound "$PORT" && break; sleep 0.1; done
+bg_server "$out.server" "${U[@]}" "$CMF" serve "$PORT"
 # the survivor SIGKILLs the timeout wrapper's child: find the server itself
 sleep 0.2
 srv=$(pgrep -P "$spid" -f "cm_fail serve" || echo "$spid")
@@ -87,9 +91,7 @@ check "rsocket() fails with ENOSYS" timeout $T "${U[@]}" "$CMF" rsocket
 cm_port
 name=hostile
 slog=$LOG_DIR/$name.server.log
-timeout $T "${U[@]}" rping -s -a 127.0.0.1 -p "$PORT" -C 10 -V >"$slog" 2>&1 &
-spid=$!
-for _ in $(seq 200); do udp_bound "$PORT" && break; sleep 0.1; done
+bg_server "$slog" "${U[@]}" rping -s -a 127.0.0.1 -p "$PORT" -C 10 -V
 /usr/bin/python3 - "$PORT" <<'PY'
 import os, random, socket, struct, sys
 port = int(sys.argv[1])
