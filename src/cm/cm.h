@@ -149,9 +149,10 @@ enum cm_state {
 
 struct cm_sock {
 	int fd;
-	struct in_addr addr;	/* bound address (may be INADDR_ANY) */
-	uint16_t port;		/* host order */
-	struct cm_id *listener; /* NULL: the process's active socket */
+	struct in_addr addr;	   /* bound address (may be INADDR_ANY) */
+	uint16_t port;		   /* host order */
+	struct cm_id *listener;	   /* NULL: the process's active socket */
+	struct cm_sock *next_dead; /* closed, freed by the CM thread (wire.c) */
 };
 
 struct cm_mc {
@@ -237,10 +238,11 @@ struct cm_global {
 	bool started;
 	int epfd, wakefd;
 	pthread_t thread;
-	struct cm_sock *asock;	 /* the active socket */
-	bool std;		 /* UROCE_PORT_MODE=standard: QP1 on <address>:4791 */
-	struct cm_id *listeners; /* standard-port mode: by port (lnext) */
-	pthread_mutex_t qlock;	 /* standard-port mode: received QP1 packets */
+	struct cm_sock *asock;	    /* the active socket */
+	struct cm_sock *dead_socks; /* closed sockets, freed by the CM thread */
+	bool std;		    /* UROCE_PORT_MODE=standard: QP1 on <address>:4791 */
+	struct cm_id *listeners;    /* standard-port mode: by port (lnext) */
+	pthread_mutex_t qlock;	    /* standard-port mode: received QP1 packets */
 	struct cm_rxq *rxq, **rxq_tail;
 	struct cm_id *timers;
 	uint32_t next_comm_id;

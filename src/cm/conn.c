@@ -83,8 +83,9 @@ int cm_send_rej(struct ibv_context *ctx, struct in_addr src, const struct sockad
 
 	if (len > CM_REJ_PDATA)
 		len = CM_REJ_PDATA;
-	memcpy(m.pdata, pdata, len);
-	m.pdata_len = len;
+	if (pdata && len)
+		memcpy(m.pdata, pdata, len);
+	m.pdata_len = pdata ? len : 0;
 	cm_mad_build(&m, mad);
 	return cm_xmit(ctx, src, dst, mad);
 }

@@ -150,13 +150,28 @@ fail:
 	return NULL;
 }
 
+/* Under cm.lock.  The CM thread may hold an epoll event for s: the memory
+ * is freed by that thread before its next epoll_wait (sock_reap). */
 void cm_sock_close(struct cm_sock *s)
 {
 	if (!s)
 		return;
 	epoll_ctl(cm.epfd, EPOLL_CTL_DEL, s->fd, NULL);
 	close(s->fd);
-	free(s);
+	s->fd = -1;
+	s->listener = NULL;
+	s->next_dead = cm.dead_socks;
+	cm.dead_socks = s;
+}
+
+static void sock_reap(void)
+{
+	struct cm_sock *s;
+
+	while ((s = cm.dead_socks)) {
+		cm.dead_socks = s->next_dead;
+		free(s);
+	}
 }
 
 int cm_send_mad(struct cm_sock *s, struct in_addr src, const struct sockaddr_in *dst,
@@ -269,7 +284,7 @@ int cm_std_attach(struct ibv_context *ctx)
 	return ret;
 }
 
-/* ICMP errors (port unreachable: nobody listens there any more). */
+/* ICMP errors (port unreachable: nobody listens there any more); cm.lock held. */
 static void sock_errqueue(struct cm_sock *s)
 {
 	for (int i = 0; i < 64; i++) {
@@ -293,14 +308,13 @@ static void sock_errqueue(struct cm_sock *s)
 				continue;
 			if (ee->ee_origin == SO_EE_ORIGIN_ICMP && ee->ee_errno == ECONNREFUSED) {
 				__atomic_add_fetch(&cm_stats.icmp, 1, __ATOMIC_RELAXED);
-				pthread_mutex_lock(&cm.lock);
 				cm_rx_icmp(&dst);
-				pthread_mutex_unlock(&cm.lock);
 			}
 		}
 	}
 }
 
+/* cm.lock held (the socket cannot be closed under us). */
 static void sock_readable(struct cm_sock *s)
 {
 	for (int i = 0; i < 256; i++) {
@@ -336,9 +350,7 @@ static void sock_readable(struct cm_sock *s)
 		    cm_pkt_parse(pkt, (size_t)n, from.sin_addr, ntohs(from.sin_port), to, s->port);
 		if (!mad)
 			continue;
-		pthread_mutex_lock(&cm.lock);
 		cm_rx(s, NULL, mad, CM_MAD_BYTES, &from, to);
-		pthread_mutex_unlock(&cm.lock);
 	}
 }
 
@@ -408,6 +420,7 @@ static void *cm_thread(void *arg)
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&cm.lock);
+		sock_reap(); /* no event of this loop's epoll_wait can name them */
 		timeout = timers_run();
 		pthread_mutex_unlock(&cm.lock);
 		int n = epoll_wait(cm.epfd, evs, 32, timeout);
@@ -423,10 +436,12 @@ static void *cm_thread(void *arg)
 					std_drain();
 				continue;
 			}
-			if (evs[i].events & EPOLLERR)
+			pthread_mutex_lock(&cm.lock);
+			if (s->fd >= 0 && (evs[i].events & EPOLLERR))
 				sock_errqueue(s);
-			if (evs[i].events & EPOLLIN)
+			if (s->fd >= 0 && (evs[i].events & EPOLLIN))
 				sock_readable(s);
+			pthread_mutex_unlock(&cm.lock);
 		}
 	}
 	return NULL;

@@ -18,7 +18,7 @@ for t in ib_send_bw ib_write_lat ib_read_bw ib_atomic_lat; do
 		"${U[@]}" "$t" -R -p "$PORT" -n 200 127.0.0.1
 done
 
-if /usr/bin/python3 -c 'import pyverbs.cmid' 2>/dev/null; then
+if "${U[@]}" /usr/bin/python3 -c 'import pyverbs.cmid' 2>/dev/null; then
 	cm_port
 	check "pyverbs CMID" cm_pair pyverbs "${U[@]}" /usr/bin/python3 "$UROCE_SRC_DIR/tests/tools/cm_pyverbs.py" server "$PORT" -- \
 		"${U[@]}" /usr/bin/python3 "$UROCE_SRC_DIR/tests/tools/cm_pyverbs.py" client "$PORT"
