@@ -30,7 +30,7 @@ static void *acceptor(void *arg)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t al = sizeof(a);
 	struct timespec t0, t1;
 	pthread_t t;
@@ -50,7 +50,7 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < n; i++) {
 		int c = socket(AF_INET, SOCK_STREAM, 0);
-		struct linger l = { 1, 0 }; /* RST: no TIME_WAIT pile-up */
+		struct linger l = {1, 0}; /* RST: no TIME_WAIT pile-up */
 
 		if (connect(c, (struct sockaddr *)&a, sizeof(a))) {
 			perror("connect");
