@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
 	build-essential cmake pkg-config
 	libibverbs-dev ibverbs-utils rdma-core perftest python3-pyverbs
-	librdmacm1 rdmacm-utils qperf
+	librdmacm1 rdmacm-utils qperf librdmacm-dev librpma-dev
 	tshark python3-scapy
 	gcovr clang libclang-rt-14-dev valgrind
 	libisal-dev iproute2

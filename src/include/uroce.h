@@ -186,6 +186,9 @@ struct uroce_ctx {
 	struct uroce_mcast_att *mcast;
 	int nmcast, mcast_cap;
 	int std_err; /* standard-port mode: why 4791 could not be bound (logged once) */
+	/* standard-port mode: QP1's receiver, uroce's librdmacm (src/net/qp1.c) */
+	void (*qp1_rx)(void *arg, const uint8_t *pkt, size_t len, uint32_t src, uint32_t dst);
+	void *qp1_arg;
 
 	atomic_uint npd, ncq, nqp_total;
 	atomic_uint nsrq, nah; /* against max_srq, max_ah */
@@ -594,6 +597,11 @@ struct uroce_ep *uroce_ep_open_std(struct uroce_ctx *ctx, struct in_addr addr, i
 struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn);
 void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp);
 int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len);
+/* standard-port mode: the context's <address>:4791 endpoint, opened on first use */
+struct uroce_ep *uroce_ep_std(struct uroce_ctx *ctx);
+/* A packet for QP1 in standard-port mode: true when librdmacm took it. */
+bool uroce_qp1_deliver(struct uroce_ctx *ctx, const uint8_t *pkt, size_t len,
+		       const struct uroce_ipinfo *ip);
 /* src/net/gso.c: batching for UDP GSO/GRO */
 void uroce_gso_setup(struct uroce_ep *ep);
 void uroce_gso_free(struct uroce_ep *ep);

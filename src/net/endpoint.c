@@ -220,7 +220,7 @@ static int take_slot(struct uroce_ep *ep, struct uroce_qp *qp, uint32_t first, u
 
 /* Standard-port mode: the next free QPN of the context's 4791 endpoint
  * (QPNs 0 and 1 are reserved, as on InfiniBand). */
-static struct uroce_ep *ep_get_std(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn)
+struct uroce_ep *uroce_ep_std(struct uroce_ctx *ctx)
 {
 	struct uroce_ep *ep = NULL;
 
@@ -236,6 +236,15 @@ static struct uroce_ep *ep_get_std(struct uroce_ctx *ctx, struct uroce_qp *qp, u
 		ctx->ep[ctx->nep] = ep;
 		atomic_fetch_add(&ctx->nep, 1);
 	}
+	return ep;
+}
+
+static struct uroce_ep *ep_get_std(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn)
+{
+	struct uroce_ep *ep = uroce_ep_std(ctx);
+
+	if (!ep)
+		return NULL;
 	if (!take_slot(ep, qp, 2, qpn))
 		return ep;
 	errno = ENOMEM;
@@ -458,6 +467,8 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 		uroce_mcast_deliver(ctx, &pkt, &ip);
 		return;
 	}
+	if (pkt.qpn == 1 && ep->std && uroce_qp1_deliver(ctx, data, len, &ip))
+		return; /* a CM MAD for uroce's librdmacm (src/net/qp1.c) */
 	if (!(qp = ep->slot[ep_slot_of(ep, pkt.qpn)])) {
 		ur_dbg("drop %s: no QP 0x%06x here", uroce_opcode_name(pkt.opcode), pkt.qpn);
 		uroce_count(ctx, rx_drop_qpn, 1);

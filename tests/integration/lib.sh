@@ -220,7 +220,8 @@ run_pair() {
 	spid=$!
 
 	# Wait until the server listens: then it has set up its side.
-	while ! listening "$PORT"; do
+	# (READY_CHECK: another test of readiness, e.g. lib_cm.sh's UDP check)
+	while ! "${READY_CHECK:-listening}" "$PORT"; do
 		if ! kill -0 "$spid" 2>/dev/null || ((waited >= LISTEN_TIMEOUT * 10)); then
 			reap "$spid" 0 || src=$?
 			log "FAIL: $name: server never listened on port $PORT ($(explain_rc "$src"))"
