@@ -358,6 +358,10 @@ struct uroce_qp {
 	/* ibv_wr_* batch (src/verbs/qp_ex.c); NULL unless created with
 	 * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
 	struct uroce_qpx *qpx;
+	/* selective repeat between uroce peers (src/transport/sack.c); NULL:
+	 * IBTA go-back-N only (standard-port mode, UROCE_SACK=0, not RC) */
+	struct uroce_sack *sk;
+	uint16_t sack_epoch; /* this QP's requester incarnation, on its packets (sack.c) */
 
 	/* requester (src/transport/req.c) */
 	struct {

@@ -130,18 +130,43 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 	return ok;
 }
 
-/* Go back to the oldest unacknowledged PSN, once per stall. */
+/* Go back to the oldest unacknowledged PSN, once per stall.  With
+ * selective repeat only what is there is asked for again - the READ (or
+ * atomic) whose responses stopped, from the first missing one - not what
+ * follows it. */
 static void retry_from_una(struct uroce_qp *qp)
 {
 	if (qp->req.need_retry && qp->req.retry_psn == qp->req.una_psn)
 		return;
 	qp->req.need_retry = true;
 	qp->req.retry_psn = qp->req.una_psn;
+	if (rc_sack_req(qp)) {
+		if (uroce_req_resend(qp, qp->req.una_psn))
+			uroce_qp_count(qp, retransmits, 1);
+		return;
+	}
 	uroce_req_go_back(qp, qp->req.una_psn);
 }
 
+/* A selective ACK: an ACK of its PSN (as check_psn() and COMPST_ACK /
+ * COMPST_ACK_AHEAD take one), then the resends its map calls for. */
+static void rcv_sack(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	if (!rc_sack_req(qp) || ur_psn_diff(pkt->psn, qp->req.max_psn) >= 0) {
+		uroce_qp_count(qp, duplicates, 1);
+		return;
+	}
+	uroce_qp_count(qp, sacks_rx, 1);
+	if (ur_psn_diff(pkt->psn, qp->req.psn) >= 0)
+		ack_upto(qp, (qp->req.psn - 1) & UR_PSN_MASK);
+	else if (!ack_upto(qp, pkt->psn))
+		retry_from_una(qp);
+	if (qp->attr.qp_state != IBV_QPS_ERR)
+		uroce_sack_rcv(qp, pkt);
+}
+
 /* The SQ index of the WQE that psn belongs to, among those sent. */
-static bool wqe_idx_for_psn(struct uroce_qp *qp, uint32_t psn, uint32_t *idx)
+bool uroce_wqe_idx_for_psn(struct uroce_qp *qp, uint32_t psn, uint32_t *idx)
 {
 	for (uint32_t i = qp->sq.tail; i != qp->sq.req; i++) {
 		struct uroce_swqe *w = swqe(qp, i);
@@ -169,7 +194,7 @@ static struct uroce_swqe *wqe_for_psn(struct uroce_qp *qp, uint32_t psn)
 {
 	uint32_t i;
 
-	return wqe_idx_for_psn(qp, psn, &i) ? swqe(qp, i) : NULL;
+	return uroce_wqe_idx_for_psn(qp, psn, &i) ? swqe(qp, i) : NULL;
 }
 
 /* The request at psn failed at the responder (a NAK, or a response that
@@ -181,7 +206,7 @@ static void fail_at(struct uroce_qp *qp, uint32_t psn, enum ibv_wc_status st)
 	ack_upto(qp, (psn - 1) & UR_PSN_MASK);
 	if (qp->attr.qp_state == IBV_QPS_ERR)
 		return;
-	if (!wqe_idx_for_psn(qp, psn, &i)) {
+	if (!uroce_wqe_idx_for_psn(qp, psn, &i)) {
 		if (qp->sq.tail == qp->sq.req) {
 			uroce_qp_error(qp);
 			return;
@@ -368,6 +393,12 @@ static void rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD) {
 		uroce_qp_count(qp, rx_drop_state, 1);
+		return;
+	}
+	uroce_sack_rx(qp, pkt);
+	if (pkt->opcode == UR_OPC_SACK && qp->sk) {
+		rcv_sack(qp, pkt);
+		uroce_req_run(qp);
 		return;
 	}
 	/* responses come in the QP's own transport class (RC or XRC); a UC

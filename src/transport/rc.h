@@ -101,6 +101,84 @@ static inline uint64_t rc_timeout_ns(const struct uroce_qp *qp)
 	return t < 2000000ull ? 2000000ull : t;
 }
 
+/* ---- Selective repeat between uroce peers (sack.c, docs/design.md) ----
+ * Both ends must offer it: every packet of a QP that does carries
+ * UR_BTH4_SACK, and each side notes whether its peer's packets do.  The
+ * responder then holds packets that arrive after a gap (up to UR_SACK_WIN
+ * PSNs ahead) and runs them through its state machine, in PSN order, once
+ * the gap is filled; it answers with selective ACKs; the requester resends
+ * only what they show missing.  Otherwise everything is IBTA go-back-N. */
+struct uroce_sack_tx {
+	uint32_t psn; /* the request packet last sent at this slot */
+	uint32_t seq; /* its transmission number (uroce_sack.seq) */
+	bool valid, sacked;
+};
+
+struct uroce_sack {
+	bool peer_req;	/* responder: the requester's packets offer SACK */
+	bool peer_resp; /* requester: the responder's packets offer SACK */
+	/* responder: packets held after a gap, slot psn % UR_SACK_WIN (bth
+	 * NULL: empty), each a private copy */
+	uint32_t nheld;
+	uint16_t held_epoch; /* the requester incarnation they came from */
+	struct uroce_pkt held[UR_SACK_WIN];
+	/* requester: what was sent at each slot, and when */
+	uint32_t seq;
+	struct uroce_sack_tx tx[UR_SACK_WIN];
+};
+
+/* The responder holds and selectively acknowledges (both ends agreed). */
+static inline bool rc_sack_resp(const struct uroce_qp *qp)
+{
+	return qp->sk && qp->sk->peer_req;
+}
+
+/* The requester resends selectively (both ends agreed). */
+static inline bool rc_sack_req(const struct uroce_qp *qp)
+{
+	return qp->sk && qp->sk->peer_resp;
+}
+
+/* At RTR: offer selective repeat if this QP may (RC, native mode,
+ * UROCE_SACK not 0).  0 or -ENOMEM. */
+int uroce_sack_init(struct uroce_qp *qp);
+void uroce_sack_free(struct uroce_qp *qp);
+/* Responder: forget every held packet (a NAK makes the requester go back). */
+void uroce_sack_clear(struct uroce_qp *qp);
+/* Every packet a QP sends: the capability bit, and a request's slot. */
+void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+/* Every packet a QP receives: does the peer offer it?  And a request
+ * from another incarnation of the requester (it was reset and reuses its
+ * PSNs, as IBTA allows) makes what was held from the old one void. */
+static inline void uroce_sack_rx(struct uroce_qp *qp, const struct uroce_pkt *pkt)
+{
+	if (!qp->sk || !(pkt->bth[4] & UR_BTH4_SACK))
+		return;
+	if (!(pkt->mask & URM_REQ)) {
+		qp->sk->peer_resp = true;
+		return;
+	}
+	qp->sk->peer_req = true;
+	if (qp->sk->nheld && ur_bth_epoch(pkt->bth) != qp->sk->held_epoch)
+		uroce_sack_clear(qp);
+}
+/* Responder: keep a copy of pkt, which arrived after a gap; false when it
+ * cannot (too far ahead, out of memory): go-back-N handles it then. */
+bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt);
+/* Responder: the held packet at psn, moved to *pkt (free pkt->bth). */
+bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt);
+/* Responder: send a selective ACK acknowledging psn, describing the held. */
+void uroce_sack_send(struct uroce_qp *qp, uint32_t psn);
+/* Requester: a selective ACK's bitmap: resend what it shows lost. */
+void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt);
+/* Requester: a retransmission probe: resend the oldest unacknowledged
+ * packet and every one no selective ACK showed received. */
+void uroce_sack_probe(struct uroce_qp *qp);
+/* Requester: send the request packet at psn again, as it was (req.c). */
+bool uroce_req_resend(struct uroce_qp *qp, uint32_t psn);
+/* The SQ index of the sent WQE psn belongs to (comp.c). */
+bool uroce_wqe_idx_for_psn(struct uroce_qp *qp, uint32_t psn, uint32_t *idx);
+
 uint64_t uroce_rnr_timer_ns(unsigned int code);
 /* Restart sending at psn (go-back-N). */
 void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn);

@@ -79,6 +79,7 @@ static void free_qp(struct uroce_qp *qp)
 	free(qp->sq.inline_buf);
 	free(qp->rq.wqe);
 	free(qp->resp.res);
+	uroce_sack_free(qp);
 	pthread_mutex_destroy(&qp->lock);
 	free(qp);
 }
@@ -202,6 +203,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	pthread_mutex_init(&b->mutex, NULL);
 	pthread_cond_init(&b->cond, NULL);
 	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->sack_epoch = (uint16_t)(uroce_now_ns() >> 10); /* differs from a QP before it */
 	qp->attr.cap = ia->cap;
 	qp->attr.path_mtu = IBV_MTU_1024;
 	qp->tr = ia->qp_type == IBV_QPT_UC	      ? UR_TR_UC
@@ -347,6 +349,8 @@ static void reset_qp(struct uroce_qp *qp)
 	memset(&qp->comp, 0, sizeof(qp->comp));
 	free(qp->resp.res);
 	memset(&qp->resp, 0, sizeof(qp->resp));
+	uroce_sack_free(qp);
+	qp->sack_epoch++; /* what a peer holds from before is void */
 }
 
 static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
@@ -443,6 +447,8 @@ static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
 			return ur_dbg("modify_qp: out of memory for %u READ/atomic resources",
 				      qp->resp.nres),
 			       ENOMEM;
+		if (uroce_sack_init(qp))
+			return ur_dbg("modify_qp: out of memory for selective repeat"), ENOMEM;
 		break;
 	case IBV_QPS_ERR:
 		uroce_qp_error(qp);

@@ -1,0 +1,237 @@
+/* Selective repeat between uroce peers (docs/design.md, "Selective
+ * repeat"): the responder holds what arrives after a gap and says, in a
+ * selective ACK, exactly which PSNs it holds; the requester resends only
+ * the missing ones.  Used only when both ends offer it (UR_BTH4_SACK on
+ * their packets); everything else stays IBTA go-back-N.
+ *
+ * SACK packet (opcode UR_OPC_SACK = 0xD1): BTH with the PSN acknowledged
+ * (every PSN up to it, as an ACKNOWLEDGE's), AETH as an ACK's, then 36
+ * payload bytes: the first PSN the responder misses (base, 4 bytes, high
+ * byte 0) and a 256-bit map, bit i (byte i / 8, bit i % 8 from the least
+ * significant) set when PSN base + i is held.  Bit 0 is always clear.
+ *
+ * All of it runs under qp->lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/rc.h"
+
+/* What all the QPs of a process may hold after gaps, in bytes: a bound on
+ * the memory a lossy peer (or a hostile one) makes us keep. */
+#define SACK_HELD_MAX (64u << 20)
+static _Atomic unsigned long held_bytes;
+
+int uroce_sack_init(struct uroce_qp *qp)
+{
+	const char *e = getenv("UROCE_SACK");
+
+	uroce_sack_free(qp);
+	if (qp->tr != UR_TR_RC || uroce_std_mode() || (e && !strcmp(e, "0")))
+		return 0;
+	qp->sk = calloc(1, sizeof(*qp->sk));
+	return qp->sk ? 0 : -ENOMEM;
+}
+
+void uroce_sack_clear(struct uroce_qp *qp)
+{
+	struct uroce_sack *sk = qp->sk;
+
+	for (uint32_t i = 0; sk && sk->nheld && i < UR_SACK_WIN; i++) {
+		if (!sk->held[i].bth)
+			continue;
+		atomic_fetch_sub(&held_bytes, sk->held[i].len);
+		free(sk->held[i].bth);
+		sk->held[i].bth = NULL;
+		sk->nheld--;
+	}
+}
+
+void uroce_sack_free(struct uroce_qp *qp)
+{
+	uroce_sack_clear(qp);
+	free(qp->sk);
+	qp->sk = NULL;
+}
+
+void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_sack_tx *t;
+
+	pkt->bth[4] |= UR_BTH4_SACK;
+	if (!(pkt->mask & URM_REQ))
+		return;
+	pkt->bth[4] |= (uint8_t)(((qp->sack_epoch >> 7) << 1) & UR_BTH4_EPOCH);
+	pkt->bth[8] |= (uint8_t)(qp->sack_epoch & UR_BTH8_EPOCH);
+	t = &qp->sk->tx[pkt->psn % UR_SACK_WIN];
+	t->psn = pkt->psn;
+	t->seq = ++qp->sk->seq;
+	t->valid = true;
+	t->sacked = false;
+}
+
+bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt)
+{
+	struct uroce_sack *sk = qp->sk;
+	int32_t d = ur_psn_diff(pkt->psn, qp->resp.psn);
+	struct uroce_pkt *h;
+
+	if (d <= 0 || (uint32_t)d >= UR_SACK_WIN)
+		return false;
+	if (sk->nheld && ur_bth_epoch(pkt->bth) != sk->held_epoch)
+		uroce_sack_clear(qp); /* the requester started over */
+	sk->held_epoch = ur_bth_epoch(pkt->bth);
+	h = &sk->held[pkt->psn % UR_SACK_WIN];
+	if (h->bth && h->psn == pkt->psn) {
+		uroce_qp_count(qp, dup_req, 1); /* held already */
+		return true;
+	}
+	if (h->bth) { /* a stale one, from before the window moved */
+		atomic_fetch_sub(&held_bytes, h->len);
+		free(h->bth);
+		h->bth = NULL;
+		sk->nheld--;
+	}
+	if (atomic_load(&held_bytes) + pkt->len > SACK_HELD_MAX)
+		return false;
+	*h = *pkt;
+	h->bth = malloc(pkt->len);
+	if (!h->bth)
+		return false;
+	memcpy(h->bth, pkt->bth, pkt->len);
+	h->payload = h->bth + (pkt->payload - pkt->bth);
+	atomic_fetch_add(&held_bytes, pkt->len);
+	sk->nheld++;
+	return true;
+}
+
+bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt)
+{
+	struct uroce_sack *sk = qp->sk;
+	struct uroce_pkt *h;
+
+	if (!sk || !sk->nheld)
+		return false;
+	h = &sk->held[psn % UR_SACK_WIN];
+	if (!h->bth || h->psn != psn)
+		return false;
+	*pkt = *h;
+	h->bth = NULL;
+	sk->nheld--;
+	atomic_fetch_sub(&held_bytes, pkt->len);
+	return true;
+}
+
+void uroce_sack_send(struct uroce_qp *qp, uint32_t psn)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + UR_SACK_PAYLOAD + 8];
+	uint32_t base = qp->resp.psn;
+	struct uroce_pkt pkt;
+	uint8_t *map;
+
+	uroce_pkt_init(&pkt, buf, UR_OPC_SACK, qp->attr.dest_qp_num, psn, UR_SACK_PAYLOAD);
+	ur_aeth_set(&pkt, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.msn);
+	ur_put32(pkt.payload, base);
+	map = pkt.payload + 4;
+	memset(map, 0, UR_SACK_WIN / 8);
+	for (uint32_t i = 0; i < UR_SACK_WIN; i++) {
+		struct uroce_pkt *h = &sk->held[i];
+		int32_t d;
+
+		if (!h->bth)
+			continue;
+		d = ur_psn_diff(h->psn, base);
+		if (d <= 0 || (uint32_t)d >= UR_SACK_WIN) { /* stale: passed */
+			atomic_fetch_sub(&held_bytes, h->len);
+			free(h->bth);
+			h->bth = NULL;
+			sk->nheld--;
+			continue;
+		}
+		map[d / 8] |= (uint8_t)(1u << (d % 8));
+	}
+	uroce_qp_count(qp, sacks_tx, 1);
+	uroce_qp_xmit(qp, &pkt);
+}
+
+/* The slot of psn if it holds what was sent at psn. */
+static struct uroce_sack_tx *tx_slot(struct uroce_qp *qp, uint32_t psn)
+{
+	struct uroce_sack_tx *t = &qp->sk->tx[psn % UR_SACK_WIN];
+
+	return t->valid && t->psn == psn ? t : NULL;
+}
+
+/* Resend psn's packet; its slot then carries the newest transmission. */
+static void resend(struct uroce_qp *qp, uint32_t psn)
+{
+	if (qp->req.rtt_on && ur_psn_diff(psn, qp->req.rtt_psn) <= 0)
+		qp->req.rtt_on = false; /* Karn: no sample across a resend */
+	if (uroce_req_resend(qp, psn))
+		uroce_qp_count(qp, retransmits, 1);
+}
+
+void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt)
+{
+	uint32_t base, una = qp->req.una_psn, newest = 0, hi = una;
+	const uint8_t *map;
+	bool any = false;
+
+	if (pkt->paylen < UR_SACK_PAYLOAD)
+		return;
+	base = ur_get32(pkt->payload) & UR_PSN_MASK;
+	map = pkt->payload + 4;
+	/* What the responder has: everything before base, and the map. */
+	for (uint32_t p = una; ur_psn_diff(p, qp->req.psn) < 0; p = (p + 1) & UR_PSN_MASK) {
+		int32_t d = ur_psn_diff(p, base);
+		struct uroce_sack_tx *t;
+
+		if (d >= (int32_t)UR_SACK_WIN)
+			break;
+		if (d > 0 && !(map[d / 8] & (1u << (d % 8))))
+			continue;
+		if (d == 0)
+			continue;
+		t = tx_slot(qp, p);
+		if (!t)
+			continue;
+		t->sacked = true;
+		if (d > 0) {
+			if (!any || (int32_t)(t->seq - newest) > 0)
+				newest = t->seq;
+			any = true;
+			hi = p;
+		}
+	}
+	if (!any)
+		return;
+	/* A hole sent before something that arrived is lost (or reordered
+	 * past it: a resent duplicate is harmless): resend it, once per
+	 * transmission - its slot then carries a newer one. */
+	for (uint32_t p = base; ur_psn_diff(p, hi) < 0; p = (p + 1) & UR_PSN_MASK) {
+		struct uroce_sack_tx *t;
+
+		if (ur_psn_diff(p, una) < 0)
+			continue;
+		t = tx_slot(qp, p);
+		if (t && !t->sacked && (int32_t)(newest - t->seq) > 0)
+			resend(qp, p);
+	}
+}
+
+void uroce_sack_probe(struct uroce_qp *qp)
+{
+	uint32_t una = qp->req.una_psn;
+
+	uroce_qp_count(qp, retries, 1);
+	resend(qp, una);
+	for (uint32_t p = (una + 1) & UR_PSN_MASK; ur_psn_diff(p, qp->req.psn) < 0;
+	     p = (p + 1) & UR_PSN_MASK) {
+		struct uroce_sack_tx *t = tx_slot(qp, p);
+
+		if (t && !t->sacked)
+			resend(qp, p);
+	}
+}
