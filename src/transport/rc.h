@@ -70,6 +70,18 @@ static inline void rc_sync_inflight(struct uroce_qp *qp)
 	qp->req.counted = qp->req.inflight;
 }
 
+/* Response packets one RDMA READ request asks for at most: half the send
+ * window (rc_window(), fixed for the QP's life in RTS, so chunk boundaries
+ * do not move).  A READ's responses come back to back, unpaced; a longer
+ * READ is asked for chunk by chunk, each chunk an ordinary READ request for
+ * the next part of the buffer at the next PSN (as go-back-N asks again for
+ * the rest of a READ, 9.7.5.1.1), so at most a window is in flight and a
+ * lost response costs at most one chunk instead of the rest of the message. */
+static inline uint32_t rc_read_chunk(const struct uroce_qp *qp)
+{
+	return rc_window(qp) / 2;
+}
+
 static inline struct uroce_swqe *swqe(struct uroce_qp *qp, uint32_t i)
 {
 	return &qp->sq.wqe[i & (qp->sq.size - 1)];
@@ -125,7 +137,19 @@ struct uroce_sack {
 	/* requester: what was sent at each slot, and when */
 	uint32_t seq;
 	struct uroce_sack_tx tx[UR_SACK_WIN];
+	/* requester: READ responses placed ahead of una (comp.c) */
+	struct {
+		uint32_t psn;
+		bool valid, end;
+	} rsp[UR_SACK_WIN];
 };
+
+/* Requester: has the READ response at psn been placed ahead of una? */
+static inline bool rc_sack_placed(const struct uroce_qp *qp, uint32_t psn)
+{
+	return qp->sk && qp->sk->rsp[psn % UR_SACK_WIN].valid &&
+	       qp->sk->rsp[psn % UR_SACK_WIN].psn == psn;
+}
 
 /* The responder holds and selectively acknowledges (both ends agreed). */
 static inline bool rc_sack_resp(const struct uroce_qp *qp)
@@ -171,8 +195,8 @@ bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt);
 void uroce_sack_send(struct uroce_qp *qp, uint32_t psn);
 /* Requester: a selective ACK's bitmap: resend what it shows lost. */
 void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt);
-/* Requester: a retransmission probe: resend the oldest unacknowledged
- * packet and every one no selective ACK showed received. */
+/* Requester: a retransmission probe: resend the newest packet sent, whose
+ * answer says what is missing (and the rest of a READ at una). */
 void uroce_sack_probe(struct uroce_qp *qp);
 /* Requester: send the request packet at psn again, as it was (req.c). */
 bool uroce_req_resend(struct uroce_qp *qp, uint32_t psn);

@@ -13,18 +13,6 @@
 
 enum req_result { REQ_SENT, REQ_BLOCKED, REQ_DONE_WQE, REQ_ERROR };
 
-/* Response packets one RDMA READ request asks for at most: half the send
- * window (rc_window(), fixed for the QP's life in RTS, so chunk boundaries
- * do not move).  A READ's responses come back to back, unpaced; a longer
- * READ is asked for chunk by chunk, each chunk an ordinary READ request for
- * the next part of the buffer at the next PSN (as go-back-N asks again for
- * the rest of a READ, 9.7.5.1.1), so at most a window is in flight and a
- * lost response costs at most one chunk instead of the rest of the message. */
-static uint32_t read_chunk(const struct uroce_qp *qp)
-{
-	return rc_window(qp) / 2;
-}
-
 static const char *const req_result_name[] = {"sent", "blocked", "wqe-done", "error"};
 
 int uroce_qp_xmit(struct uroce_qp *qp, struct uroce_pkt *pkt)
@@ -292,7 +280,7 @@ static void read_req_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t of
  * have executed as a request of its own. */
 static uint32_t read_len(const struct uroce_qp *qp, const struct uroce_swqe *w, uint32_t off)
 {
-	uint32_t len = w->length - off, chunk = read_chunk(qp) * qp->mtu;
+	uint32_t len = w->length - off, chunk = rc_read_chunk(qp) * qp->mtu;
 
 	return len > chunk - off % chunk ? chunk - off % chunk : len;
 }
@@ -373,11 +361,21 @@ bool uroce_req_resend(struct uroce_qp *qp, uint32_t psn)
 	w = swqe(qp, i);
 	k = (uint32_t)ur_psn_diff(psn, w->first_psn);
 	switch (w->opcode) {
-	case IBV_WR_RDMA_READ:
-		if (k * qp->mtu >= (w->length ? w->length : 1))
+	case IBV_WR_RDMA_READ: {
+		uint32_t off = k * qp->mtu, len, n = 1;
+
+		if (off >= (w->length ? w->length : 1))
 			return false;
-		read_req_xmit(qp, w, k * qp->mtu, read_len(qp, w, k * qp->mtu), psn);
+		/* up to the end of the chunk, or to a response already
+		 * placed (comp.c): only what is missing */
+		len = read_len(qp, w, off);
+		while (n * qp->mtu < len && !rc_sack_placed(qp, (psn + n) & UR_PSN_MASK))
+			n++;
+		if (n * qp->mtu < len)
+			len = n * qp->mtu;
+		read_req_xmit(qp, w, off, len, psn);
 		return true;
+	}
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		atomic_xmit(qp, w, psn);

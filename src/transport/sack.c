@@ -221,17 +221,22 @@ void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 	}
 }
 
+/* One packet per probe, the newest one sent (as TCP's tail loss probe):
+ * if it was lost, it is there now; if something before it was, the
+ * responder holds this one and its selective ACK names the gap; if only
+ * the acknowledgement was lost, the duplicate draws a new one.  Either way
+ * the answer says exactly what to resend, where going back would resend
+ * the whole window. */
 void uroce_sack_probe(struct uroce_qp *qp)
 {
-	uint32_t una = qp->req.una_psn;
+	uint32_t p = qp->req.psn, una = qp->req.una_psn, i;
 
 	uroce_qp_count(qp, retries, 1);
-	resend(qp, una);
-	for (uint32_t p = (una + 1) & UR_PSN_MASK; ur_psn_diff(p, qp->req.psn) < 0;
-	     p = (p + 1) & UR_PSN_MASK) {
-		struct uroce_sack_tx *t = tx_slot(qp, p);
-
-		if (t && !t->sacked)
-			resend(qp, p);
-	}
+	do {
+		p = (p - 1) & UR_PSN_MASK;
+	} while (!tx_slot(qp, p) && ur_psn_diff(p, una) > 0);
+	resend(qp, p);
+	/* a READ (or atomic) whose responses stopped: ask for the rest */
+	if (p != una && uroce_wqe_idx_for_psn(qp, una, &i) && swqe_is_rd(swqe(qp, i)))
+		resend(qp, una);
 }
