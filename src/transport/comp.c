@@ -110,6 +110,8 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 		}
 	}
 	if (ur_psn_diff(psn + 1, qp->req.una_psn) > 0) {
+		if (qp->sk)
+			uroce_cc_acked(qp, (uint32_t)ur_psn_diff(psn + 1, qp->req.una_psn));
 		uroce_req_rtt(qp, psn);
 		qp->req.una_psn = (psn + 1) & UR_PSN_MASK;
 		qp->req.need_retry = false;
@@ -320,6 +322,8 @@ static struct uroce_swqe *resp_wqe(struct uroce_qp *qp, struct uroce_pkt *pkt)
 static void resp_placed(struct uroce_qp *qp, uint32_t psn, bool end, struct uroce_swqe *w)
 {
 	uroce_req_rtt(qp, psn);
+	if (qp->sk)
+		uroce_cc_acked(qp, 1);
 	qp->req.una_psn = (psn + 1) & UR_PSN_MASK;
 	qp->req.need_retry = false;
 	qp->req.retry_cnt = qp->attr.retry_cnt;

@@ -48,14 +48,17 @@ static inline uint32_t rc_ep_inflight(const struct uroce_qp *qp)
 	return t < 0 ? 0 : (uint32_t)t;
 }
 
-/* May the QP put n more packets in flight?  Its own window, and the
- * endpoint's budget unless the QP has nothing in flight (each QP may always
- * send, so none starves: a burst from 1,024 QPs is 1,024 packets). */
+static inline uint32_t rc_cwnd(const struct uroce_qp *qp);
+
+/* May the QP put n more packets in flight?  Its own window (and its
+ * congestion window between uroce peers, sack.c), and the endpoint's budget
+ * unless the QP has nothing in flight (each QP may always send, so none
+ * starves: a burst from 1,024 QPs is 1,024 packets). */
 static inline bool rc_may_send(const struct uroce_qp *qp, uint32_t n)
 {
 	if (!qp->req.inflight)
 		return true;
-	return qp->req.inflight + n <= rc_window(qp) && rc_ep_inflight(qp) + n <= rc_ep_budget(qp);
+	return qp->req.inflight + n <= rc_cwnd(qp) && rc_ep_inflight(qp) + n <= rc_ep_budget(qp);
 }
 
 /* Bring ep->tx_inflight up to date after qp->req.inflight changed (qp->lock
@@ -137,6 +140,12 @@ struct uroce_sack {
 	/* requester: what was sent at each slot, and when */
 	uint32_t seq;
 	struct uroce_sack_tx tx[UR_SACK_WIN];
+	/* requester: congestion control (sack.c): the window in packets
+	 * << 10, the smallest round trip seen, no decrease before cc_next */
+	bool cc;
+	uint32_t cwnd;
+	uint64_t base_rtt_ns, cc_next_ns, target_ns;
+	uint64_t last_rtt_ns, loss_mode_until_ns;
 	/* requester: READ responses placed ahead of una (comp.c) */
 	struct {
 		uint32_t psn;
@@ -162,6 +171,26 @@ static inline bool rc_sack_req(const struct uroce_qp *qp)
 {
 	return qp->sk && qp->sk->peer_resp;
 }
+
+/* The requester's window: rc_window(), and between uroce peers that
+ * agreed on selective repeat the congestion window (sack.c). */
+static inline uint32_t rc_cwnd(const struct uroce_qp *qp)
+{
+	uint32_t w = rc_window(qp), c;
+
+	if (!qp->sk || !qp->sk->cc || !qp->sk->peer_resp)
+		return w;
+	c = qp->sk->cwnd >> 10;
+	return c < w ? c : w;
+}
+
+/* Congestion control: a round-trip sample (uroce_req_rtt), n packets
+ * newly acknowledged, a retransmission timeout. */
+void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns);
+void uroce_cc_acked(struct uroce_qp *qp, uint32_t n);
+void uroce_cc_timeout(struct uroce_qp *qp);
+/* A loss the requester saw (a hole a selective ACK shows, a probe). */
+void uroce_cc_loss(struct uroce_qp *qp);
 
 /* At RTR: offer selective repeat if this QP may (RC, native mode,
  * UROCE_SACK not 0).  0 or -ENOMEM. */
@@ -198,6 +227,10 @@ void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt);
 /* Requester: a retransmission probe: resend the newest packet sent, whose
  * answer says what is missing (and the rest of a READ at una). */
 void uroce_sack_probe(struct uroce_qp *qp);
+/* Requester: a retransmission timeout: resend the oldest unacknowledged
+ * packet and every one no selective ACK showed held - what go-back-N would
+ * resend, less what the responder has. */
+void uroce_sack_timeout(struct uroce_qp *qp);
 /* Requester: send the request packet at psn again, as it was (req.c). */
 bool uroce_req_resend(struct uroce_qp *qp, uint32_t psn);
 /* The SQ index of the sent WQE psn belongs to (comp.c). */

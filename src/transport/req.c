@@ -92,6 +92,8 @@ void uroce_req_rtt(struct uroce_qp *qp, uint32_t psn)
 	qp->req.rtt_on = false;
 	s = uroce_now_ns() - qp->req.rtt_t0;
 	qp->req.srtt_ns = qp->req.srtt_ns ? qp->req.srtt_ns - qp->req.srtt_ns / 8 + s / 8 : s;
+	if (qp->sk)
+		uroce_cc_rtt(qp, s);
 }
 
 static uint8_t pick_opcode(const struct uroce_swqe *w, bool first, bool last)
@@ -575,11 +577,17 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 		return;
 	}
 	uroce_qp_count(qp, timeouts, 1);
+	uroce_cc_timeout(qp);
 	if (qp->req.retry_cnt == 0) {
 		uroce_req_retry_exceeded(qp);
 		return;
 	}
 	qp->req.retry_cnt--;
-	uroce_req_go_back(qp, qp->req.una_psn);
+	if (rc_sack_req(qp)) {
+		uroce_sack_timeout(qp);
+		uroce_req_arm(qp);
+	} else {
+		uroce_req_go_back(qp, qp->req.una_psn);
+	}
 	uroce_req_progress(qp);
 }

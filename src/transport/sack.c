@@ -23,6 +23,15 @@
 #define SACK_HELD_MAX (64u << 20)
 static _Atomic unsigned long held_bytes;
 
+/* Congestion control (docs/design.md, "Congestion control"): the queueing
+ * delay a flow aims at above the smallest round trip it has seen, the
+ * smallest window, and how much one decrease may take (Swift's beta and
+ * max_mdf). */
+#define CC_TARGET_US 1000u
+#define CC_MIN_PKTS  4u
+#define CC_BETA	     0.8
+#define CC_MAX_MDF   0.5
+
 int uroce_sack_init(struct uroce_qp *qp)
 {
 	const char *e = getenv("UROCE_SACK");
@@ -31,7 +40,17 @@ int uroce_sack_init(struct uroce_qp *qp)
 	if (qp->tr != UR_TR_RC || uroce_std_mode() || (e && !strcmp(e, "0")))
 		return 0;
 	qp->sk = calloc(1, sizeof(*qp->sk));
-	return qp->sk ? 0 : -ENOMEM;
+	if (!qp->sk)
+		return -ENOMEM;
+	/* off unless asked for: on one host the round trip grows with CPU
+	 * scheduling, not with a queue, and a delay-driven window cut
+	 * loss-free loopback throughput (docs/design.md) */
+	e = getenv("UROCE_CC");
+	qp->sk->cc = e && !strcmp(e, "1");
+	qp->sk->cwnd = UROCE_WINDOW << 10;
+	e = getenv("UROCE_CC_TARGET_US");
+	qp->sk->target_ns = (e && atoi(e) > 0 ? (uint64_t)atoi(e) : CC_TARGET_US) * 1000;
+	return 0;
 }
 
 void uroce_sack_clear(struct uroce_qp *qp)
@@ -216,7 +235,24 @@ void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 		if (ur_psn_diff(p, una) < 0)
 			continue;
 		t = tx_slot(qp, p);
-		if (t && !t->sacked && (int32_t)(newest - t->seq) > 0)
+		if (t && !t->sacked && (int32_t)(newest - t->seq) > 0) {
+			uroce_cc_loss(qp);
+			resend(qp, p);
+		}
+	}
+}
+
+void uroce_sack_timeout(struct uroce_qp *qp)
+{
+	uint32_t una = qp->req.una_psn;
+
+	uroce_qp_count(qp, retries, 1);
+	resend(qp, una);
+	for (uint32_t p = (una + 1) & UR_PSN_MASK; ur_psn_diff(p, qp->req.psn) < 0;
+	     p = (p + 1) & UR_PSN_MASK) {
+		struct uroce_sack_tx *t = tx_slot(qp, p);
+
+		if (t && !t->sacked)
 			resend(qp, p);
 	}
 }
@@ -232,6 +268,7 @@ void uroce_sack_probe(struct uroce_qp *qp)
 	uint32_t p = qp->req.psn, una = qp->req.una_psn, i;
 
 	uroce_qp_count(qp, retries, 1);
+	uroce_cc_loss(qp);
 	do {
 		p = (p - 1) & UR_PSN_MASK;
 	} while (!tx_slot(qp, p) && ur_psn_diff(p, una) > 0);
@@ -239,4 +276,91 @@ void uroce_sack_probe(struct uroce_qp *qp)
 	/* a READ (or atomic) whose responses stopped: ask for the rest */
 	if (p != una && uroce_wqe_idx_for_psn(qp, una, &i) && swqe_is_rd(swqe(qp, i)))
 		resend(qp, una);
+}
+
+/* A round trip sample (one per round trip, never of a resent packet):
+ * above the target, a multiplicative decrease proportional to the excess
+ * (Swift), at most once per round trip.  Random loss does not move the
+ * window: selective repeat recovers it at the cost of the lost packets
+ * alone, and a drop-tail bottleneck shows itself by delay before it
+ * drops. */
+void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint64_t target, now;
+	double f;
+
+	if (!sk || !sk->cc)
+		return;
+	if (!sk->base_rtt_ns || rtt_ns < sk->base_rtt_ns)
+		sk->base_rtt_ns = rtt_ns;
+	sk->last_rtt_ns = rtt_ns;
+	target = sk->base_rtt_ns + sk->target_ns;
+	if (rtt_ns <= target)
+		return;
+	now = uroce_now_ns();
+	if (now < sk->cc_next_ns || now < sk->loss_mode_until_ns)
+		return;
+	if (sk->cwnd <= (2 * CC_MIN_PKTS) << 10) {
+		/* the queue stays long with our window at its smallest: it
+		 * is someone else's - compete on loss (uroce_cc_loss) */
+		sk->loss_mode_until_ns = now + 64 * rtt_ns;
+		return;
+	}
+	f = 1.0 - CC_BETA * (double)(rtt_ns - target) / (double)rtt_ns;
+	if (f < 1.0 - CC_MAX_MDF)
+		f = 1.0 - CC_MAX_MDF;
+	sk->cwnd = (uint32_t)(sk->cwnd * f);
+	if (sk->cwnd < CC_MIN_PKTS << 10)
+		sk->cwnd = CC_MIN_PKTS << 10;
+	sk->cc_next_ns = now + rtt_ns;
+}
+
+/* Additive increase: one packet per window acknowledged. */
+void uroce_cc_acked(struct uroce_qp *qp, uint32_t n)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint32_t w;
+
+	if (!sk || !sk->cc || !n)
+		return;
+	w = sk->cwnd >> 10;
+	sk->cwnd += (n << 10) / (w ? w : 1);
+	if (sk->cwnd > UROCE_WINDOW << 10)
+		sk->cwnd = UROCE_WINDOW << 10;
+}
+
+void uroce_cc_timeout(struct uroce_qp *qp)
+{
+	struct uroce_sack *sk = qp->sk;
+
+	if (!sk || !sk->cc)
+		return;
+	sk->cwnd /= 2;
+	if (sk->cwnd < CC_MIN_PKTS << 10)
+		sk->cwnd = CC_MIN_PKTS << 10;
+}
+
+/* A loss while the queue is long (the last round trip above the target):
+ * the bottleneck overflows, so a flow that fills queues until they drop
+ * (TCP) may share it.  Against such a flow, backing off on delay alone
+ * would hand it the link: for the next 64 round trips the window answers
+ * loss only (halved, once per round trip), as TCP's does.  A loss with
+ * short queues (random loss, UROCE_FAULT) changes nothing. */
+void uroce_cc_loss(struct uroce_qp *qp)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint64_t now;
+
+	if (!sk || !sk->cc || !sk->base_rtt_ns ||
+	    sk->last_rtt_ns <= sk->base_rtt_ns + sk->target_ns)
+		return;
+	now = uroce_now_ns();
+	sk->loss_mode_until_ns = now + 64 * sk->last_rtt_ns;
+	if (now < sk->cc_next_ns)
+		return;
+	sk->cwnd /= 2;
+	if (sk->cwnd < CC_MIN_PKTS << 10)
+		sk->cwnd = CC_MIN_PKTS << 10;
+	sk->cc_next_ns = now + sk->last_rtt_ns;
 }
