@@ -6,7 +6,8 @@
  *     into the receive WQE) and READ (lost responses): the message arrives
  *     exactly once and intact, and only what was lost is sent again;
  *   - exactly-once delivery of a stream of mixed WRs under random drop,
- *     duplication and reordering, with packets held after gaps;
+ *     duplication and reordering, with packets held after gaps (also with
+ *     the congestion window, UROCE_CC=1);
  *   - the negotiation: a QP created with UROCE_SACK=0 on either side makes
  *     both use IBTA go-back-N (no selective ACK, no packet held, the whole
  *     tail resent after a loss).
@@ -222,10 +223,11 @@ static void test_stream(void)
 	static const char *const spec[] = {
 	    "drop=0.05,dup=0.05,reorder=0.1,seed=11",
 	    "drop=0.02,dup=0.1,reorder=0.2,reorder_ms=3,dir=both,seed=12",
+	    "drop=0.05,dup=0.02,reorder=0.05,dir=both,seed=13", /* with UROCE_CC=1 */
 	};
 
-	for (unsigned int v = 0; v < 2; v++) {
-		struct pair_opts o = default_opts(v ? IBV_MTU_4096 : IBV_MTU_1024);
+	for (unsigned int v = 0; v < 3; v++) {
+		struct pair_opts o = default_opts(v == 1 ? IBV_MTU_4096 : IBV_MTU_1024);
 		struct bop ops[48];
 		unsigned long held = 0, sacks = 0;
 		struct harness h;
@@ -233,6 +235,8 @@ static void test_stream(void)
 		bool ok = true;
 
 		setenv("UROCE_FAULT", spec[v], 1);
+		if (v == 2)
+			setenv("UROCE_CC", "1", 1); /* read at RTR, in pair_create */
 		if (harness_open(&h) || pair_create(&h, &o)) {
 			CHECK(0, "stream: harness");
 			harness_close(&h);
@@ -251,9 +255,10 @@ static void test_stream(void)
 			held += CNT(&h, s, held_req);
 			sacks += CNT(&h, s, sacks_rx);
 		}
-		printf("stream %s: %s; held %lu, SACKs %lu, resent %lu, dropped %lu\n", spec[v],
-		       ok ? "ok" : "FAILED", held, sacks, CNT(&h, 0, retransmits),
-		       CNT(&h, 0, fault_drop) + CNT(&h, 1, fault_drop));
+		unsetenv("UROCE_CC");
+		printf("stream %s%s: %s; held %lu, SACKs %lu, resent %lu, dropped %lu\n", spec[v],
+		       v == 2 ? " UROCE_CC=1" : "", ok ? "ok" : "FAILED", held, sacks,
+		       CNT(&h, 0, retransmits), CNT(&h, 0, fault_drop) + CNT(&h, 1, fault_drop));
 		CHECK(ok, "stream %s", spec[v]);
 		CHECK(held > 0 && sacks > 0, "stream %s: selective repeat never ran", spec[v]);
 		harness_close(&h);
@@ -268,6 +273,7 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	unsetenv("UROCE_SACK");
+	unsetenv("UROCE_CC");
 	if (!*only || !strcmp(only, "loss"))
 		test_request_loss();
 	if (!*only || !strcmp(only, "read"))
