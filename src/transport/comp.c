@@ -110,10 +110,14 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 		}
 	}
 	if (ur_psn_diff(psn + 1, qp->req.una_psn) > 0) {
+		uint32_t old = qp->req.una_psn;
+
 		if (qp->sk)
 			uroce_cc_acked(qp, (uint32_t)ur_psn_diff(psn + 1, qp->req.una_psn));
 		uroce_req_rtt(qp, psn);
 		qp->req.una_psn = (psn + 1) & UR_PSN_MASK;
+		if (qp->sk)
+			uroce_sack_acked(qp, old);
 		qp->req.need_retry = false;
 		/* IBTA C9-?: forward progress resets the retry counters */
 		qp->req.retry_cnt = qp->attr.retry_cnt;
@@ -325,6 +329,8 @@ static void resp_placed(struct uroce_qp *qp, uint32_t psn, bool end, struct uroc
 	if (qp->sk)
 		uroce_cc_acked(qp, 1);
 	qp->req.una_psn = (psn + 1) & UR_PSN_MASK;
+	if (qp->sk)
+		uroce_sack_acked(qp, psn);
 	qp->req.need_retry = false;
 	qp->req.retry_cnt = qp->attr.retry_cnt;
 	if (qp->req.inflight)

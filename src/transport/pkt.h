@@ -73,7 +73,7 @@ static inline uint16_t ur_bth_epoch(const uint8_t *bth)
 {
 	return (uint16_t)(((bth[4] & UR_BTH4_EPOCH) >> 1) << 7 | (bth[8] & UR_BTH8_EPOCH));
 }
-#define UR_SACK_WIN	 256u /* PSNs one SACK describes */
+#define UR_SACK_WIN	 1024u /* PSNs one SACK describes */
 #define UR_SACK_PAYLOAD	 (4 + UR_SACK_WIN / 8)
 
 /* Header types, in the order they appear in a packet. */

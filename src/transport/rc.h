@@ -54,11 +54,15 @@ static inline uint32_t rc_cwnd(const struct uroce_qp *qp);
  * congestion window between uroce peers, sack.c), and the endpoint's budget
  * unless the QP has nothing in flight (each QP may always send, so none
  * starves: a burst from 1,024 QPs is 1,024 packets). */
+static inline uint32_t rc_pipe(const struct uroce_qp *qp);
+
 static inline bool rc_may_send(const struct uroce_qp *qp, uint32_t n)
 {
 	if (!qp->req.inflight)
 		return true;
-	return qp->req.inflight + n <= rc_cwnd(qp) && rc_ep_inflight(qp) + n <= rc_ep_budget(qp);
+	if (qp->req.inflight + n > UR_SACK_WIN)
+		return false; /* more than a responder can hold and describe */
+	return rc_pipe(qp) + n <= rc_cwnd(qp) && rc_ep_inflight(qp) + n <= rc_ep_budget(qp);
 }
 
 /* Bring ep->tx_inflight up to date after qp->req.inflight changed (qp->lock
@@ -133,12 +137,14 @@ struct uroce_sack {
 	bool peer_req;	/* responder: the requester's packets offer SACK */
 	bool peer_resp; /* requester: the responder's packets offer SACK */
 	/* responder: packets held after a gap, slot psn % UR_SACK_WIN (bth
-	 * NULL: empty), each a private copy */
+	 * NULL: empty), each a private copy; the array allocated at the
+	 * first gap */
 	uint32_t nheld;
 	uint16_t held_epoch; /* the requester incarnation they came from */
-	struct uroce_pkt held[UR_SACK_WIN];
-	/* requester: what was sent at each slot, and when */
-	uint32_t seq;
+	struct uroce_pkt *held;
+	/* requester: what was sent at each slot, and when; how many of the
+	 * packets in flight a selective ACK showed held (not in the network) */
+	uint32_t seq, nsacked;
 	struct uroce_sack_tx tx[UR_SACK_WIN];
 	/* requester: congestion control (sack.c): the window in packets
 	 * << 10, the smallest round trip seen, no decrease before cc_next */
@@ -184,6 +190,19 @@ static inline uint32_t rc_cwnd(const struct uroce_qp *qp)
 	return c < w ? c : w;
 }
 
+/* Packets in the network: with selective repeat those the responder holds
+ * do not count (TCP's pipe); the PSNs in flight need only fit what it can
+ * hold and describe (UR_SACK_WIN, rc_may_send).  A loss then no longer
+ * stops the window for the round trips its recovery takes. */
+static inline uint32_t rc_pipe(const struct uroce_qp *qp)
+{
+	uint32_t n = qp->req.inflight;
+
+	if (!qp->sk || !qp->sk->peer_resp)
+		return n;
+	return n > qp->sk->nsacked ? n - qp->sk->nsacked : 0;
+}
+
 /* Congestion control: a round-trip sample (uroce_req_rtt), n packets
  * newly acknowledged, a retransmission timeout. */
 void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns);
@@ -222,6 +241,8 @@ bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt);
 bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt);
 /* Responder: send a selective ACK acknowledging psn, describing the held. */
 void uroce_sack_send(struct uroce_qp *qp, uint32_t psn);
+/* Requester: una moved from old: the held ones before it leave nsacked. */
+void uroce_sack_acked(struct uroce_qp *qp, uint32_t old);
 /* Requester: a selective ACK's bitmap: resend what it shows lost. */
 void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt);
 /* Requester: a retransmission probe: resend the newest packet sent, whose

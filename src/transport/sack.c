@@ -57,7 +57,7 @@ void uroce_sack_clear(struct uroce_qp *qp)
 {
 	struct uroce_sack *sk = qp->sk;
 
-	for (uint32_t i = 0; sk && sk->nheld && i < UR_SACK_WIN; i++) {
+	for (uint32_t i = 0; sk && sk->held && sk->nheld && i < UR_SACK_WIN; i++) {
 		if (!sk->held[i].bth)
 			continue;
 		atomic_fetch_sub(&held_bytes, sk->held[i].len);
@@ -70,6 +70,8 @@ void uroce_sack_clear(struct uroce_qp *qp)
 void uroce_sack_free(struct uroce_qp *qp)
 {
 	uroce_sack_clear(qp);
+	if (qp->sk)
+		free(qp->sk->held);
 	free(qp->sk);
 	qp->sk = NULL;
 }
@@ -84,6 +86,8 @@ void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	pkt->bth[4] |= (uint8_t)(((qp->sack_epoch >> 7) << 1) & UR_BTH4_EPOCH);
 	pkt->bth[8] |= (uint8_t)(qp->sack_epoch & UR_BTH8_EPOCH);
 	t = &qp->sk->tx[pkt->psn % UR_SACK_WIN];
+	if (t->valid && t->sacked && t->psn == pkt->psn && qp->sk->nsacked)
+		qp->sk->nsacked--; /* sent again: in the network once more */
 	t->psn = pkt->psn;
 	t->seq = ++qp->sk->seq;
 	t->valid = true;
@@ -101,6 +105,8 @@ bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 	if (sk->nheld && ur_bth_epoch(pkt->bth) != sk->held_epoch)
 		uroce_sack_clear(qp); /* the requester started over */
 	sk->held_epoch = ur_bth_epoch(pkt->bth);
+	if (!sk->held && !(sk->held = calloc(UR_SACK_WIN, sizeof(*sk->held))))
+		return false;
 	h = &sk->held[pkt->psn % UR_SACK_WIN];
 	if (h->bth && h->psn == pkt->psn) {
 		uroce_qp_count(qp, dup_req, 1); /* held already */
@@ -130,7 +136,7 @@ bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt)
 	struct uroce_sack *sk = qp->sk;
 	struct uroce_pkt *h;
 
-	if (!sk || !sk->nheld)
+	if (!sk || !sk->nheld || !sk->held)
 		return false;
 	h = &sk->held[psn % UR_SACK_WIN];
 	if (!h->bth || h->psn != psn)
@@ -155,7 +161,7 @@ void uroce_sack_send(struct uroce_qp *qp, uint32_t psn)
 	ur_put32(pkt.payload, base);
 	map = pkt.payload + 4;
 	memset(map, 0, UR_SACK_WIN / 8);
-	for (uint32_t i = 0; i < UR_SACK_WIN; i++) {
+	for (uint32_t i = 0; sk->held && i < UR_SACK_WIN; i++) {
 		struct uroce_pkt *h = &sk->held[i];
 		int32_t d;
 
@@ -173,6 +179,21 @@ void uroce_sack_send(struct uroce_qp *qp, uint32_t psn)
 	}
 	uroce_qp_count(qp, sacks_tx, 1);
 	uroce_qp_xmit(qp, &pkt);
+}
+
+void uroce_sack_acked(struct uroce_qp *qp, uint32_t old)
+{
+	struct uroce_sack *sk = qp->sk;
+
+	for (uint32_t p = old; sk->nsacked && ur_psn_diff(p, qp->req.una_psn) < 0;
+	     p = (p + 1) & UR_PSN_MASK) {
+		struct uroce_sack_tx *t = &sk->tx[p % UR_SACK_WIN];
+
+		if (t->valid && t->psn == p && t->sacked) {
+			t->sacked = false;
+			sk->nsacked--;
+		}
+	}
 }
 
 /* The slot of psn if it holds what was sent at psn. */
@@ -216,6 +237,8 @@ void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 		t = tx_slot(qp, p);
 		if (!t)
 			continue;
+		if (!t->sacked)
+			qp->sk->nsacked++;
 		t->sacked = true;
 		if (d > 0) {
 			if (!any || (int32_t)(t->seq - newest) > 0)
