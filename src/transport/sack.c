@@ -5,9 +5,9 @@
  * their packets); everything else stays IBTA go-back-N.
  *
  * SACK packet (opcode UR_OPC_SACK = 0xD1): BTH with the PSN acknowledged
- * (every PSN up to it, as an ACKNOWLEDGE's), AETH as an ACK's, then 36
+ * (every PSN up to it, as an ACKNOWLEDGE's), AETH as an ACK's, then 132
  * payload bytes: the first PSN the responder misses (base, 4 bytes, high
- * byte 0) and a 256-bit map, bit i (byte i / 8, bit i % 8 from the least
+ * byte 0) and a 1,024-bit map, bit i (byte i / 8, bit i % 8 from the least
  * significant) set when PSN base + i is held.  Bit 0 is always clear.
  *
  * All of it runs under qp->lock.
