@@ -93,8 +93,8 @@ static bool hold(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	uroce_qp_count(qp, held_req, 1);
 	if (!qp->resp.ack_pending) {
 		qp->resp.ack_pending = true;
-		qp->resp.ack_psn = qp->resp.acked ? qp->resp.acked_psn
-						  : (qp->attr.rq_psn - 1) & UR_PSN_MASK;
+		qp->resp.ack_psn =
+		    qp->resp.acked ? qp->resp.acked_psn : (qp->attr.rq_psn - 1) & UR_PSN_MASK;
 	}
 	return true;
 }

@@ -206,9 +206,9 @@ static void test_table(void)
 		CHECK(!(m & URM_RWR) || (m & URM_SEND) || ((m & URM_WRITE) && (m & URM_IMMDT)),
 		      "%s: RWR", info->name);
 		CHECK(!(m & URM_SEND) || (m & URM_RWR), "%s: SEND without RWR", info->name);
-		CHECK(!!(m & URM_PAYLOAD) == !!((m & (URM_SEND | URM_WRITE)) ||
-						((m & URM_READ) && (m & URM_RESP)) ||
-						opc == UR_OPC_SACK),
+		CHECK(!!(m & URM_PAYLOAD) ==
+			  !!((m & (URM_SEND | URM_WRITE)) || ((m & URM_READ) && (m & URM_RESP)) ||
+			     opc == UR_OPC_SACK),
 		      "%s: payload bit", info->name);
 		CHECK(!((m & URM_IMMDT) && (m & URM_IETH)), "%s: ImmDt and IETH", info->name);
 		CHECK(info->length >= UR_BTH_BYTES && info->offset[UR_PAYLOAD] == info->length,
