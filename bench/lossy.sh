@@ -2,8 +2,8 @@
 # RC ib_write_bw / ib_send_bw, 64 KiB, on uroce_lo with random loss from
 # UROCE_FAULT (drop on transmit in both processes: requests, ACKs and
 # selective ACKs alike) against the loss-free run, in one run, reps
-# interleaved: selective repeat (the default), selective repeat with
-# congestion control (UROCE_CC=1) and UROCE_SACK=0 (IBTA go-back-N).  Retransmitted packets (the requester's
+# interleaved: selective repeat (UROCE_SACK=1), with congestion control
+# (UROCE_CC=1) and the default, IBTA go-back-N.  Retransmitted packets (the requester's
 # retransmitted_pkts) against the packets UROCE_FAULT dropped, from the
 # counters each process logs at exit (UROCE_LOG=info).
 # Usage: bench/lossy.sh [BUILD_DIR]   (REPS=3 DUR=4)
@@ -33,7 +33,7 @@ one() { # TEST DROP VARIANT REP -> "MiB/s resent dropped"
 	cat "$f.cli" "$f.srv" | grep -ho "fault_drop [0-9]*" | awk '{ s += $2 } END { printf "%d\n", s }'
 }
 
-VARIANT=("UROCE_SACK=0 (GBN)" "SACK (default)" "SACK + UROCE_CC=1")
+VARIANT=("go-back-N (default)" "UROCE_SACK=1" "UROCE_SACK=1 UROCE_CC=1")
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }'; }
 
 echo "== uroce_lo, 64 KiB, -D $DUR, $REPS reps, $(date -u +%FT%TZ), $(git -C "$B/.." rev-parse --short HEAD 2>/dev/null), load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -5,9 +5,9 @@
 # and flows through it at the same time (issue 16, docs/design.md
 # "Congestion control"):
 #   - N uroce RC ib_write_bw flows (separate processes, 64 KiB, -D DUR)
-#     into one receiver namespace, with congestion control (UROCE_CC=1),
-#     without (the default: selective repeat, no window control) and with
-#     UROCE_SACK=0 (IBTA go-back-N, as before);
+#     into one receiver namespace: selective repeat with congestion control
+#     (UROCE_SACK=1 UROCE_CC=1), without it (UROCE_SACK=1) and the default
+#     (IBTA go-back-N);
 #   - N TCP flows (qperf tcp_bw) over the same link, the peer column;
 #   - one uroce flow and one TCP flow together; one uroce flow alone.
 # Prints each flow's goodput, the aggregate against the link, Jain's
@@ -155,12 +155,12 @@ if [[ -n ${ONLY:-} ]]; then
 	eval "$ONLY"
 	exit 0
 fi
-one u1 "1 uroce flow alone, UROCE_CC=1" uroce 1 UROCE_CC=1
-one u1n "1 uroce flow alone" uroce 1
+one u1 "1 uroce flow alone, UROCE_CC=1" uroce 1 UROCE_SACK=1 UROCE_CC=1
+one u1n "1 uroce flow alone, SACK only" uroce 1 UROCE_SACK=1
 one tcp "$N TCP flows (qperf)" tcp "$N"
-one cc "$N uroce flows, UROCE_CC=1" uroce "$N" UROCE_CC=1
-one nocc "$N uroce flows" uroce "$N"
-one gbn "$N uroce, UROCE_SACK=0 (go-back-N)" uroce "$N" UROCE_SACK=0
-one mix "1 uroce (UROCE_CC=1) + 1 TCP" mixed 1 UROCE_CC=1
-one mixnocc "1 uroce + 1 TCP" mixed 1
+one cc "$N uroce flows, UROCE_CC=1" uroce "$N" UROCE_SACK=1 UROCE_CC=1
+one nocc "$N uroce flows, SACK only" uroce "$N" UROCE_SACK=1
+one gbn "$N uroce, go-back-N (default)" uroce "$N"
+one mix "1 uroce (UROCE_CC=1) + 1 TCP" mixed 1 UROCE_SACK=1 UROCE_CC=1
+one mixnocc "1 uroce (SACK only) + 1 TCP" mixed 1 UROCE_SACK=1
 echo "raw output: $OUT"

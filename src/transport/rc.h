@@ -212,7 +212,7 @@ void uroce_cc_timeout(struct uroce_qp *qp);
 void uroce_cc_loss(struct uroce_qp *qp);
 
 /* At RTR: offer selective repeat if this QP may (RC, native mode,
- * UROCE_SACK not 0).  0 or -ENOMEM. */
+ * UROCE_SACK=1).  0 or -ENOMEM. */
 int uroce_sack_init(struct uroce_qp *qp);
 void uroce_sack_free(struct uroce_qp *qp);
 /* Responder: forget every held packet (a NAK makes the requester go back). */

@@ -37,7 +37,9 @@ int uroce_sack_init(struct uroce_qp *qp)
 	const char *e = getenv("UROCE_SACK");
 
 	uroce_sack_free(qp);
-	if (qp->tr != UR_TR_RC || uroce_std_mode() || (e && !strcmp(e, "0")))
+	/* off unless asked for (UROCE_SACK=1): see docs/selective-repeat.md,
+	 * "Status" */
+	if (qp->tr != UR_TR_RC || uroce_std_mode() || !e || strcmp(e, "1"))
 		return 0;
 	qp->sk = calloc(1, sizeof(*qp->sk));
 	if (!qp->sk)

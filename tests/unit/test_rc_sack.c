@@ -8,6 +8,8 @@
  *   - exactly-once delivery of a stream of mixed WRs under random drop,
  *     duplication and reordering, with packets held after gaps (also with
  *     the congestion window, UROCE_CC=1);
+ * UROCE_SACK=1 (selective repeat is off by default) except where a test
+ * turns it off.
  *   - the negotiation: a QP created with UROCE_SACK=0 on either side makes
  *     both use IBTA go-back-N (no selective ACK, no packet held, the whole
  *     tail resent after a loss).
@@ -45,7 +47,7 @@ static struct outcome run_once(enum ibv_wr_opcode op, const char *spec, int plai
 		CHECK(ibv_modify_qp(h.s[plain].qp, &at, IBV_QP_STATE) == 0 &&
 			  qp_connect(&h, plain) == 0,
 		      "reconnect with UROCE_SACK=0");
-		unsetenv("UROCE_SACK");
+		setenv("UROCE_SACK", "1", 1);
 	}
 	for (const char *p = spec; *p && n < sizeof(buf) - 12; p++) {
 		if (p[0] == '%' && (p[1] == 'A' || p[1] == 'B')) {
@@ -272,7 +274,7 @@ int main(int argc, char **argv)
 	const char *only = argc > 1 ? argv[1] : ""; /* run one part: loss, read, nego, stream */
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	unsetenv("UROCE_SACK");
+	setenv("UROCE_SACK", "1", 1); /* off by default: read by each QP at RTR */
 	unsetenv("UROCE_CC");
 	if (!*only || !strcmp(only, "loss"))
 		test_request_loss();
