@@ -47,6 +47,9 @@
 	X(retries, "completer_retry_err", "go-back-N retries (timeout, NAK, RNR NAK)")             \
 	X(retransmits, "retransmitted_pkts", "packets sent again by go-back-N retries")            \
 	X(timeouts, "local_ack_timeout_err", "retransmission timer expiries")                      \
+	X(sacks_tx, "sent_sacks", "selective ACKs sent (uroce peers, docs/design.md)")             \
+	X(sacks_rx, "rcvd_sacks", "selective ACKs received")                                       \
+	X(held_req, "held_request", "requests held after a gap for selective repeat")              \
 	X(retry_exc, "retry_exceeded_err", "WQEs failed: retry_cnt exhausted")                     \
 	X(rnr_retry_exc, "retry_rnr_exceeded_err", "WQEs failed: rnr_retry exhausted")             \
 	X(wc_err, "completion_err", "send WQEs completed with an error (not flushes)")             \

@@ -466,6 +466,10 @@ struct uroce_qp {
 	/* created on a parent domain with allocators: which of sq.wqe (1),
 	 * sq.inline_buf (2), rq.wqe (4) came from them (src/verbs/td.c) */
 	uint8_t buf_custom;
+	/* selective repeat between uroce peers (src/transport/sack.c); NULL:
+	 * IBTA go-back-N only (standard-port mode, UROCE_SACK=0, not RC) */
+	struct uroce_sack *sk;
+	uint16_t sack_epoch; /* this QP's requester incarnation, on its packets (sack.c) */
 
 	/* requester (src/transport/req.c) */
 	struct {

@@ -24,6 +24,7 @@
 
 #include "uroce.h"
 #include "net/fault.h"
+#include "transport/rc.h"
 #include "net/pcap.h"
 #include "net/shm.h"
 
@@ -584,6 +585,8 @@ bool uroce_ep_deferring_acks(void)
  * UROCE_ACK_DEFER_PKTS unacknowledged packets here. */
 static bool ack_may_wait(const struct uroce_qp *qp)
 {
+	if (qp->sk && qp->sk->nheld)
+		return false; /* a selective ACK: a requester is recovering a loss */
 	return !qp->resp.acked ||
 	       ((qp->resp.ack_psn - qp->resp.acked_psn) & UR_PSN_MASK) < UROCE_ACK_DEFER_PKTS;
 }

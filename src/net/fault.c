@@ -49,6 +49,7 @@ struct uroce_fault {
 	uint64_t rng;
 	uint64_t out[UROCE_FAULT_RX + 1]; /* packets that left, per direction */
 	unsigned long drop_left[UROCE_FAULT_MAX_DROP_QP];
+	unsigned long skip_left[UROCE_FAULT_MAX_DROP_QP]; /* drop_qp=Q:N+SKIP */
 	struct held *head, **tailp;
 	unsigned int nheld;
 };
@@ -170,24 +171,31 @@ int uroce_fault_parse(const char *spec, struct uroce_fault_cfg *cfg, char *err, 
 				cfg->dir = UROCE_FAULT_TX | UROCE_FAULT_RX;
 			else
 				parse_err("dir=%s: expected tx, rx or both", v);
-		} else if (!strcmp(tok, "drop_qp")) {
-			char *colon = strchr(v, ':');
-			uint64_t n = 1;
+		} else if (!strcmp(tok, "drop_qp") || !strcmp(tok, "drop_to")) {
+			char *plus = strchr(v, '+'), *colon;
+			uint64_t n = 1, skip = 0;
 
 			if (cfg->ndrop_qp == UROCE_FAULT_MAX_DROP_QP)
 				parse_err("more than %d drop_qp entries", UROCE_FAULT_MAX_DROP_QP);
+			if (plus)
+				*plus++ = '\0';
+			colon = strchr(v, ':');
 			if (colon)
 				*colon++ = '\0';
 			if (parse_u64(v, UR_QPN_MASK, &x) ||
-			    (colon && parse_u64(colon, ULONG_MAX, &n)))
-				parse_err("drop_qp=%s%s%s: expected QPN[:COUNT], e.g. 0x1a2b01:3",
+			    (colon && parse_u64(colon, ULONG_MAX, &n)) ||
+			    (plus && parse_u64(plus, ULONG_MAX, &skip)))
+				parse_err("drop_qp=%s%s%s: expected QPN[:COUNT][+SKIP], e.g. "
+					  "0x1a2b01:3+2",
 					  v, colon ? ":" : "", colon ? colon : "");
 			cfg->drop_qp[cfg->ndrop_qp].qpn = (uint32_t)x;
 			cfg->drop_qp[cfg->ndrop_qp].n = (unsigned long)n;
+			cfg->drop_qp[cfg->ndrop_qp].skip = (unsigned long)skip;
+			cfg->drop_qp[cfg->ndrop_qp].to_only = tok[5] == 't';
 			cfg->ndrop_qp++;
 		} else {
 			parse_err("unknown key '%s' (drop, dup, reorder, corrupt, delay_us, "
-				  "reorder_ms, seed, dir, drop_qp)",
+				  "reorder_ms, seed, dir, drop_qp, drop_to)",
 				  tok);
 		}
 	}
@@ -208,12 +216,13 @@ static bool cfg_active(const struct uroce_fault_cfg *c)
 static void log_cfg(struct uroce_ctx *ctx, const struct uroce_fault_cfg *c)
 {
 	static const char *const dir[] = {"", "tx", "rx", "both"};
-	char qps[UROCE_FAULT_MAX_DROP_QP * 32] = "";
+	char qps[UROCE_FAULT_MAX_DROP_QP * 56] = "";
 	size_t n = 0;
 
 	for (int i = 0; i < c->ndrop_qp && n < sizeof(qps); i++)
-		n += (size_t)snprintf(qps + n, sizeof(qps) - n, " drop_qp=0x%06x:%lu",
-				      c->drop_qp[i].qpn, c->drop_qp[i].n);
+		n += (size_t)snprintf(qps + n, sizeof(qps) - n, " drop_%s=0x%06x:%lu+%lu",
+				      c->drop_qp[i].to_only ? "to" : "qp", c->drop_qp[i].qpn,
+				      c->drop_qp[i].n, c->drop_qp[i].skip);
 	ur_info("%s: fault injection on %s: drop=%g dup=%g reorder=%g (<= %u ms) corrupt=%g "
 		"delay_us=%u seed=%" PRIu64 "%s",
 		ctx->dev->ibdev.name, dir[c->dir], c->drop, c->dup, c->reorder, c->reorder_ms,
@@ -249,6 +258,8 @@ static struct uroce_fault *fault_create(struct uroce_ctx *ctx)
 	f->rng = cfg.seed;
 	for (int i = 0; i < cfg.ndrop_qp; i++)
 		f->drop_left[i] = cfg.drop_qp[i].n;
+	for (int i = 0; i < cfg.ndrop_qp; i++)
+		f->skip_left[i] = cfg.drop_qp[i].skip;
 	f->tailp = &f->head;
 	pthread_mutex_init(&f->lock, NULL);
 	log_cfg(ctx, &cfg);
@@ -311,10 +322,14 @@ static bool match_drop_qp(struct uroce_fault *f, unsigned int dir, struct uroce_
 
 		if (!f->drop_left[i])
 			continue;
-		if (!hit && dir == UROCE_FAULT_TX) {
+		if (!hit && dir == UROCE_FAULT_TX && !f->cfg.drop_qp[i].to_only) {
 			struct uroce_qp *sender = uroce_ep_qp(ep, q);
 
 			hit = sender && ip == &sender->path;
+		}
+		if (hit && f->skip_left[i]) {
+			f->skip_left[i]--;
+			continue;
 		}
 		if (hit) {
 			f->drop_left[i]--;

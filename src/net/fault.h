@@ -45,6 +45,8 @@ struct uroce_fault_cfg {
 	struct {
 		uint32_t qpn;
 		unsigned long n;
+		unsigned long skip; /* matching packets let through first */
+		bool to_only;	    /* drop_to: only packets whose destination is qpn */
 	} drop_qp[UROCE_FAULT_MAX_DROP_QP];
 };
 

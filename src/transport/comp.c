@@ -110,8 +110,14 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 		}
 	}
 	if (ur_psn_diff(psn + 1, qp->req.una_psn) > 0) {
+		uint32_t old = qp->req.una_psn;
+
+		if (qp->sk)
+			uroce_cc_acked(qp, (uint32_t)ur_psn_diff(psn + 1, qp->req.una_psn));
 		uroce_req_rtt(qp, psn);
 		qp->req.una_psn = (psn + 1) & UR_PSN_MASK;
+		if (qp->sk)
+			uroce_sack_acked(qp, old);
 		qp->req.need_retry = false;
 		/* IBTA C9-?: forward progress resets the retry counters */
 		qp->req.retry_cnt = qp->attr.retry_cnt;
@@ -130,18 +136,43 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 	return ok;
 }
 
-/* Go back to the oldest unacknowledged PSN, once per stall. */
+/* Go back to the oldest unacknowledged PSN, once per stall.  With
+ * selective repeat only what is there is asked for again - the READ (or
+ * atomic) whose responses stopped, from the first missing one - not what
+ * follows it. */
 static void retry_from_una(struct uroce_qp *qp)
 {
 	if (qp->req.need_retry && qp->req.retry_psn == qp->req.una_psn)
 		return;
 	qp->req.need_retry = true;
 	qp->req.retry_psn = qp->req.una_psn;
+	if (rc_sack_req(qp)) {
+		if (uroce_req_resend(qp, qp->req.una_psn))
+			uroce_qp_count(qp, retransmits, 1);
+		return;
+	}
 	uroce_req_go_back(qp, qp->req.una_psn);
 }
 
+/* A selective ACK: an ACK of its PSN (as check_psn() and COMPST_ACK /
+ * COMPST_ACK_AHEAD take one), then the resends its map calls for. */
+static void rcv_sack(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	if (!rc_sack_req(qp) || ur_psn_diff(pkt->psn, qp->req.max_psn) >= 0) {
+		uroce_qp_count(qp, duplicates, 1);
+		return;
+	}
+	uroce_qp_count(qp, sacks_rx, 1);
+	if (ur_psn_diff(pkt->psn, qp->req.psn) >= 0)
+		ack_upto(qp, (qp->req.psn - 1) & UR_PSN_MASK);
+	else if (!ack_upto(qp, pkt->psn))
+		retry_from_una(qp);
+	if (qp->attr.qp_state != IBV_QPS_ERR)
+		uroce_sack_rcv(qp, pkt);
+}
+
 /* The SQ index of the WQE that psn belongs to, among those sent. */
-static bool wqe_idx_for_psn(struct uroce_qp *qp, uint32_t psn, uint32_t *idx)
+bool uroce_wqe_idx_for_psn(struct uroce_qp *qp, uint32_t psn, uint32_t *idx)
 {
 	for (uint32_t i = qp->sq.tail; i != qp->sq.req; i++) {
 		struct uroce_swqe *w = swqe(qp, i);
@@ -169,7 +200,7 @@ static struct uroce_swqe *wqe_for_psn(struct uroce_qp *qp, uint32_t psn)
 {
 	uint32_t i;
 
-	return wqe_idx_for_psn(qp, psn, &i) ? swqe(qp, i) : NULL;
+	return uroce_wqe_idx_for_psn(qp, psn, &i) ? swqe(qp, i) : NULL;
 }
 
 /* The request at psn failed at the responder (a NAK, or a response that
@@ -181,7 +212,7 @@ static void fail_at(struct uroce_qp *qp, uint32_t psn, enum ibv_wc_status st)
 	ack_upto(qp, (psn - 1) & UR_PSN_MASK);
 	if (qp->attr.qp_state == IBV_QPS_ERR)
 		return;
-	if (!wqe_idx_for_psn(qp, psn, &i)) {
+	if (!uroce_wqe_idx_for_psn(qp, psn, &i)) {
 		if (qp->sq.tail == qp->sq.req) {
 			uroce_qp_error(qp);
 			return;
@@ -290,18 +321,28 @@ static struct uroce_swqe *resp_wqe(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	return w;
 }
 
-/* The response was placed: advance and, on its WQE's last, complete. */
-static void resp_placed(struct uroce_qp *qp, struct uroce_pkt *pkt, struct uroce_swqe *w)
+/* The response at psn (end: a LAST or ONLY) was placed: advance and, on
+ * its WQE's last, complete. */
+static void resp_placed(struct uroce_qp *qp, uint32_t psn, bool end, struct uroce_swqe *w)
 {
-	uroce_req_rtt(qp, pkt->psn);
-	qp->req.una_psn = (pkt->psn + 1) & UR_PSN_MASK;
+	uroce_req_rtt(qp, psn);
+	if (qp->sk)
+		uroce_cc_acked(qp, 1);
+	qp->req.una_psn = (psn + 1) & UR_PSN_MASK;
+	if (qp->sk)
+		uroce_sack_acked(qp, psn);
 	qp->req.need_retry = false;
 	qp->req.retry_cnt = qp->attr.retry_cnt;
 	if (qp->req.inflight)
 		qp->req.inflight--;
-	if ((pkt->mask & URM_END) && qp->req.rd_inflight)
-		qp->req.rd_inflight--; /* this request (READ chunk, atomic) is answered */
-	if (pkt->psn == w->last_psn) {
+	/* this request (READ chunk, atomic) is answered - with selective
+	 * repeat only at the end of a chunk: a request for a missing part
+	 * of one (req.c) ends inside it */
+	if (end && qp->req.rd_inflight &&
+	    (!rc_sack_req(qp) || w->opcode != IBV_WR_RDMA_READ || psn == w->last_psn ||
+	     (uint32_t)(ur_psn_diff(psn, w->first_psn) + 1) % rc_read_chunk(qp) == 0))
+		qp->req.rd_inflight--;
+	if (psn == w->last_psn) {
 		w->state = UROCE_WQE_DONE;
 		uroce_comp_retire(qp);
 	}
@@ -309,33 +350,100 @@ static void resp_placed(struct uroce_qp *qp, struct uroce_pkt *pkt, struct uroce
 	uroce_req_arm(qp);
 }
 
-static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
+/* Where the READ response pkt goes in w, or -1 when it does not fit.
+ * Every response but the READ's last carries a full MTU; a chunk's last
+ * (RESPONSE_LAST/ONLY) may end before the message does. */
+static int64_t read_resp_off(const struct uroce_qp *qp, const struct uroce_swqe *w,
+			     const struct uroce_pkt *pkt)
 {
-	struct uroce_swqe *w = resp_wqe(qp, pkt);
-	enum ibv_wc_status st;
-	uint32_t off;
+	uint32_t off = (uint32_t)ur_psn_diff(pkt->psn, w->first_psn) * qp->mtu;
+
+	if (off + pkt->paylen > w->length || (pkt->psn != w->last_psn && pkt->paylen != qp->mtu) ||
+	    (pkt->psn == w->last_psn && (!(pkt->mask & URM_END) || off + pkt->paylen != w->length)))
+		return -1;
+	return off;
+}
+
+static int read_resp_copy(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off,
+			  const struct uroce_pkt *pkt, enum ibv_wc_status *st)
+{
 	int r;
 
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	r = uroce_sge_copy(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off, pkt->payload,
+			   pkt->paylen, true, st);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	return r;
+}
+
+/* Selective repeat: a READ response past a gap is placed at its offset
+ * now and remembered (sk->rsp), and only the missing part is asked for
+ * again (req.c); una moves over it once the gap is filled
+ * (read_resp_drain).  False: the in-order path deals with it. */
+static bool read_resp_ahead(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	int32_t d = ur_psn_diff(pkt->psn, qp->req.una_psn);
+	enum ibv_wc_status st;
+	struct uroce_swqe *w;
+	int64_t off;
+
+	if (d <= 0 || d >= (int32_t)UR_SACK_WIN || implied_ack(qp, pkt->psn) ||
+	    qp->attr.qp_state == IBV_QPS_ERR)
+		return false;
+	w = wqe_for_psn(qp, pkt->psn);
+	if (!w || w->opcode != IBV_WR_RDMA_READ || (off = read_resp_off(qp, w, pkt)) < 0)
+		return false;
+	if (!rc_sack_placed(qp, pkt->psn)) {
+		if (read_resp_copy(qp, w, (uint32_t)off, pkt, &st))
+			return false; /* fails in order, when una gets there */
+		qp->sk->rsp[pkt->psn % UR_SACK_WIN].psn = pkt->psn;
+		qp->sk->rsp[pkt->psn % UR_SACK_WIN].valid = true;
+		qp->sk->rsp[pkt->psn % UR_SACK_WIN].end = !!(pkt->mask & URM_END);
+		uroce_qp_count(qp, out_of_seq, 1);
+	} else {
+		uroce_qp_count(qp, duplicates, 1);
+	}
+	retry_from_una(qp); /* once per una */
+	return true;
+}
+
+/* una reached responses placed ahead of it: move over them. */
+static void read_resp_drain(struct uroce_qp *qp)
+{
+	while (qp->attr.qp_state != IBV_QPS_ERR && rc_sack_placed(qp, qp->req.una_psn)) {
+		uint32_t psn = qp->req.una_psn;
+		struct uroce_swqe *w = wqe_for_psn(qp, psn);
+
+		qp->sk->rsp[psn % UR_SACK_WIN].valid = false;
+		if (!w || w->opcode != IBV_WR_RDMA_READ)
+			return;
+		resp_placed(qp, psn, qp->sk->rsp[psn % UR_SACK_WIN].end, w);
+	}
+}
+
+static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_swqe *w;
+	enum ibv_wc_status st;
+	int64_t off;
+
+	if (rc_sack_req(qp) && read_resp_ahead(qp, pkt))
+		return;
+	w = resp_wqe(qp, pkt);
 	if (!w)
 		return;
-	/* Every response but the READ's last carries a full MTU; a chunk's
-	 * last (RESPONSE_LAST/ONLY) may end before the message does. */
-	off = (uint32_t)ur_psn_diff(pkt->psn, w->first_psn) * qp->mtu;
-	if (off + pkt->paylen > w->length || (pkt->psn != w->last_psn && pkt->paylen != qp->mtu) ||
-	    (pkt->psn == w->last_psn &&
-	     (!(pkt->mask & URM_END) || off + pkt->paylen != w->length))) {
+	off = read_resp_off(qp, w, pkt);
+	if (off < 0) {
 		fail_at(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
 		return;
 	}
-	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-	r = uroce_sge_copy(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off, pkt->payload,
-			   pkt->paylen, true, &st);
-	pthread_rwlock_unlock(&qp->ctx->mr_lock);
-	if (r) {
+	if (read_resp_copy(qp, w, (uint32_t)off, pkt, &st)) {
 		fail_at(qp, pkt->psn, st);
 		return;
 	}
-	resp_placed(qp, pkt, w);
+	resp_placed(qp, pkt->psn, !!(pkt->mask & URM_END), w);
+	if (rc_sack_req(qp))
+		read_resp_drain(qp);
 }
 
 /* ATOMIC ACKNOWLEDGE (IBTA 9.5.2): the original remote value goes to the
@@ -358,7 +466,7 @@ static void do_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		fail_at(qp, pkt->psn, st);
 		return;
 	}
-	resp_placed(qp, pkt, w);
+	resp_placed(qp, pkt->psn, !!(pkt->mask & URM_END), w);
 }
 
 static void rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
@@ -368,6 +476,12 @@ static void rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 	if (qp->attr.qp_state != IBV_QPS_RTS && qp->attr.qp_state != IBV_QPS_SQD) {
 		uroce_qp_count(qp, rx_drop_state, 1);
+		return;
+	}
+	uroce_sack_rx(qp, pkt);
+	if (pkt->opcode == UR_OPC_SACK && qp->sk) {
+		rcv_sack(qp, pkt);
+		uroce_req_run(qp);
 		return;
 	}
 	/* responses come in the QP's own transport class (RC or XRC); a UC

@@ -151,4 +151,8 @@ const struct uroce_opcode_info uroce_opcode[256] = {
     /* XRC: like RC, requests carry XRCETH after BTH (0xa0-0xb7). */
     SEND_WRITE_OPS(UR_TR_XRC, "XRC", URM_XRCETH),
     RELIABLE_OPS(UR_TR_XRC, "XRC", URM_XRCETH),
+
+    /* uroce's selective ACK (pkt.h, src/transport/sack.c): AETH, then a
+     * payload of the first missing PSN and a bitmap of what follows it. */
+    [UR_OPC_SACK] = ENTRY("UROCE_SACK", URM_RESP | M_ONLY | URM_AETH | URM_PAYLOAD),
 };

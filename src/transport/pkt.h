@@ -56,6 +56,26 @@ enum uroce_transport {
 #define UR_TR_MASK 0xe0
 #define UR_OPC_CNP 0x81
 
+/* uroce's selective repeat (docs/design.md, "Selective repeat"): only
+ * between uroce peers in native mode.  A selective ACK is the RC
+ * ACKNOWLEDGE moved to the manufacturer-specific class (0xC0-0xFF, IBTA
+ * 9.2.1), with a payload saying which PSNs the responder holds; the
+ * capability is a bit of BTH resv8a, which receivers ignore and the ICRC
+ * masks. */
+#define UR_TR_VENDOR 0xc0
+#define UR_OPC_SACK  (UR_TR_VENDOR | UR_OPC_ACK)
+#define UR_BTH4_SACK 0x01
+/* A requester's incarnation, 12 bits: BTH byte 4 bits 1-5 and byte 8
+ * bits 0-6 (resv7) of its requests (sack.c) */
+#define UR_BTH4_EPOCH 0x3e
+#define UR_BTH8_EPOCH 0x7f
+static inline uint16_t ur_bth_epoch(const uint8_t *bth)
+{
+	return (uint16_t)(((bth[4] & UR_BTH4_EPOCH) >> 1) << 7 | (bth[8] & UR_BTH8_EPOCH));
+}
+#define UR_SACK_WIN	1024u /* PSNs one SACK describes */
+#define UR_SACK_PAYLOAD (4 + UR_SACK_WIN / 8)
+
 /* Header types, in the order they appear in a packet. */
 enum uroce_hdr_type {
 	UR_BTH,

@@ -48,14 +48,21 @@ static inline uint32_t rc_ep_inflight(const struct uroce_qp *qp)
 	return t < 0 ? 0 : (uint32_t)t;
 }
 
-/* May the QP put n more packets in flight?  Its own window, and the
- * endpoint's budget unless the QP has nothing in flight (each QP may always
- * send, so none starves: a burst from 1,024 QPs is 1,024 packets). */
+static inline uint32_t rc_cwnd(const struct uroce_qp *qp);
+
+/* May the QP put n more packets in flight?  Its own window (and its
+ * congestion window between uroce peers, sack.c), and the endpoint's budget
+ * unless the QP has nothing in flight (each QP may always send, so none
+ * starves: a burst from 1,024 QPs is 1,024 packets). */
+static inline uint32_t rc_pipe(const struct uroce_qp *qp);
+
 static inline bool rc_may_send(const struct uroce_qp *qp, uint32_t n)
 {
 	if (!qp->req.inflight)
 		return true;
-	return qp->req.inflight + n <= rc_window(qp) && rc_ep_inflight(qp) + n <= rc_ep_budget(qp);
+	if (qp->req.inflight + n > UR_SACK_WIN)
+		return false; /* more than a responder can hold and describe */
+	return rc_pipe(qp) + n <= rc_cwnd(qp) && rc_ep_inflight(qp) + n <= rc_ep_budget(qp);
 }
 
 /* Bring ep->tx_inflight up to date after qp->req.inflight changed (qp->lock
@@ -68,6 +75,18 @@ static inline void rc_sync_inflight(struct uroce_qp *qp)
 		return;
 	atomic_fetch_add_explicit(&qp->ep->tx_inflight, d, memory_order_relaxed);
 	qp->req.counted = qp->req.inflight;
+}
+
+/* Response packets one RDMA READ request asks for at most: half the send
+ * window (rc_window(), fixed for the QP's life in RTS, so chunk boundaries
+ * do not move).  A READ's responses come back to back, unpaced; a longer
+ * READ is asked for chunk by chunk, each chunk an ordinary READ request for
+ * the next part of the buffer at the next PSN (as go-back-N asks again for
+ * the rest of a READ, 9.7.5.1.1), so at most a window is in flight and a
+ * lost response costs at most one chunk instead of the rest of the message. */
+static inline uint32_t rc_read_chunk(const struct uroce_qp *qp)
+{
+	return rc_window(qp) / 2;
 }
 
 static inline struct uroce_swqe *swqe(struct uroce_qp *qp, uint32_t i)
@@ -100,6 +119,143 @@ static inline uint64_t rc_timeout_ns(const struct uroce_qp *qp)
 	t = 4096ull << qp->attr.timeout;
 	return t < 2000000ull ? 2000000ull : t;
 }
+
+/* ---- Selective repeat between uroce peers (sack.c, docs/design.md) ----
+ * Both ends must offer it: every packet of a QP that does carries
+ * UR_BTH4_SACK, and each side notes whether its peer's packets do.  The
+ * responder then holds packets that arrive after a gap (up to UR_SACK_WIN
+ * PSNs ahead) and runs them through its state machine, in PSN order, once
+ * the gap is filled; it answers with selective ACKs; the requester resends
+ * only what they show missing.  Otherwise everything is IBTA go-back-N. */
+struct uroce_sack_tx {
+	uint32_t psn; /* the request packet last sent at this slot */
+	uint32_t seq; /* its transmission number (uroce_sack.seq) */
+	bool valid, sacked;
+};
+
+struct uroce_sack {
+	bool peer_req;	/* responder: the requester's packets offer SACK */
+	bool peer_resp; /* requester: the responder's packets offer SACK */
+	/* responder: packets held after a gap, slot psn % UR_SACK_WIN (bth
+	 * NULL: empty), each a private copy; the array allocated at the
+	 * first gap */
+	uint32_t nheld;
+	uint16_t held_epoch; /* the requester incarnation they came from */
+	struct uroce_pkt *held;
+	/* requester: what was sent at each slot, and when; how many of the
+	 * packets in flight a selective ACK showed held (not in the network) */
+	uint32_t seq, nsacked;
+	struct uroce_sack_tx tx[UR_SACK_WIN];
+	/* requester: congestion control (sack.c): the window in packets
+	 * << 10, the smallest round trip seen, no decrease before cc_next */
+	bool cc;
+	uint32_t cwnd;
+	uint64_t base_rtt_ns, cc_next_ns, target_ns;
+	uint64_t last_rtt_ns, loss_mode_until_ns;
+	/* requester: READ responses placed ahead of una (comp.c) */
+	struct {
+		uint32_t psn;
+		bool valid, end;
+	} rsp[UR_SACK_WIN];
+};
+
+/* Requester: has the READ response at psn been placed ahead of una? */
+static inline bool rc_sack_placed(const struct uroce_qp *qp, uint32_t psn)
+{
+	return qp->sk && qp->sk->rsp[psn % UR_SACK_WIN].valid &&
+	       qp->sk->rsp[psn % UR_SACK_WIN].psn == psn;
+}
+
+/* The responder holds and selectively acknowledges (both ends agreed). */
+static inline bool rc_sack_resp(const struct uroce_qp *qp)
+{
+	return qp->sk && qp->sk->peer_req;
+}
+
+/* The requester resends selectively (both ends agreed). */
+static inline bool rc_sack_req(const struct uroce_qp *qp)
+{
+	return qp->sk && qp->sk->peer_resp;
+}
+
+/* The requester's window: rc_window(), and between uroce peers that
+ * agreed on selective repeat the congestion window (sack.c). */
+static inline uint32_t rc_cwnd(const struct uroce_qp *qp)
+{
+	uint32_t w = rc_window(qp), c;
+
+	if (!qp->sk || !qp->sk->cc || !qp->sk->peer_resp)
+		return w;
+	c = qp->sk->cwnd >> 10;
+	return c < w ? c : w;
+}
+
+/* Packets in the network: with selective repeat those the responder holds
+ * do not count (TCP's pipe); the PSNs in flight need only fit what it can
+ * hold and describe (UR_SACK_WIN, rc_may_send).  A loss then no longer
+ * stops the window for the round trips its recovery takes. */
+static inline uint32_t rc_pipe(const struct uroce_qp *qp)
+{
+	uint32_t n = qp->req.inflight;
+
+	if (!qp->sk || !qp->sk->peer_resp)
+		return n;
+	return n > qp->sk->nsacked ? n - qp->sk->nsacked : 0;
+}
+
+/* Congestion control: a round-trip sample (uroce_req_rtt), n packets
+ * newly acknowledged, a retransmission timeout. */
+void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns);
+void uroce_cc_acked(struct uroce_qp *qp, uint32_t n);
+void uroce_cc_timeout(struct uroce_qp *qp);
+/* A loss the requester saw (a hole a selective ACK shows, a probe). */
+void uroce_cc_loss(struct uroce_qp *qp);
+
+/* At RTR: offer selective repeat if this QP may (RC, native mode,
+ * UROCE_SACK=1).  0 or -ENOMEM. */
+int uroce_sack_init(struct uroce_qp *qp);
+void uroce_sack_free(struct uroce_qp *qp);
+/* Responder: forget every held packet (a NAK makes the requester go back). */
+void uroce_sack_clear(struct uroce_qp *qp);
+/* Every packet a QP sends: the capability bit, and a request's slot. */
+void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+/* Every packet a QP receives: does the peer offer it?  And a request
+ * from another incarnation of the requester (it was reset and reuses its
+ * PSNs, as IBTA allows) makes what was held from the old one void. */
+static inline void uroce_sack_rx(struct uroce_qp *qp, const struct uroce_pkt *pkt)
+{
+	if (!qp->sk || !(pkt->bth[4] & UR_BTH4_SACK))
+		return;
+	if (!(pkt->mask & URM_REQ)) {
+		qp->sk->peer_resp = true;
+		return;
+	}
+	qp->sk->peer_req = true;
+	if (qp->sk->nheld && ur_bth_epoch(pkt->bth) != qp->sk->held_epoch)
+		uroce_sack_clear(qp);
+}
+/* Responder: keep a copy of pkt, which arrived after a gap; false when it
+ * cannot (too far ahead, out of memory): go-back-N handles it then. */
+bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt);
+/* Responder: the held packet at psn, moved to *pkt (free pkt->bth). */
+bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt);
+/* Responder: send a selective ACK acknowledging psn, describing the held. */
+void uroce_sack_send(struct uroce_qp *qp, uint32_t psn);
+/* Requester: una moved from old: the held ones before it leave nsacked. */
+void uroce_sack_acked(struct uroce_qp *qp, uint32_t old);
+/* Requester: a selective ACK's bitmap: resend what it shows lost. */
+void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt);
+/* Requester: a retransmission probe: resend the newest packet sent, whose
+ * answer says what is missing (and the rest of a READ at una). */
+void uroce_sack_probe(struct uroce_qp *qp);
+/* Requester: a retransmission timeout: resend the oldest unacknowledged
+ * packet and every one no selective ACK showed held - what go-back-N would
+ * resend, less what the responder has. */
+void uroce_sack_timeout(struct uroce_qp *qp);
+/* Requester: send the request packet at psn again, as it was (req.c). */
+bool uroce_req_resend(struct uroce_qp *qp, uint32_t psn);
+/* The SQ index of the sent WQE psn belongs to (comp.c). */
+bool uroce_wqe_idx_for_psn(struct uroce_qp *qp, uint32_t psn, uint32_t *idx);
 
 uint64_t uroce_rnr_timer_ns(unsigned int code);
 /* Restart sending at psn (go-back-N). */

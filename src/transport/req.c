@@ -13,22 +13,12 @@
 
 enum req_result { REQ_SENT, REQ_BLOCKED, REQ_DONE_WQE, REQ_ERROR };
 
-/* Response packets one RDMA READ request asks for at most: half the send
- * window (rc_window(), fixed for the QP's life in RTS, so chunk boundaries
- * do not move).  A READ's responses come back to back, unpaced; a longer
- * READ is asked for chunk by chunk, each chunk an ordinary READ request for
- * the next part of the buffer at the next PSN (as go-back-N asks again for
- * the rest of a READ, 9.7.5.1.1), so at most a window is in flight and a
- * lost response costs at most one chunk instead of the rest of the message. */
-static uint32_t read_chunk(const struct uroce_qp *qp)
-{
-	return rc_window(qp) / 2;
-}
-
 static const char *const req_result_name[] = {"sent", "blocked", "wqe-done", "error"};
 
 int uroce_qp_xmit(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
+	if (qp->sk)
+		uroce_sack_tx(qp, pkt);
 	uroce_pkt_finish(pkt, &qp->path);
 	ur_trace("QP 0x%06x tx %s psn %u len %u", qp->ibqp.qp_base.qp_num,
 		 uroce_opcode_name(pkt->opcode), pkt->psn, pkt->len);
@@ -102,6 +92,8 @@ void uroce_req_rtt(struct uroce_qp *qp, uint32_t psn)
 	qp->req.rtt_on = false;
 	s = uroce_now_ns() - qp->req.rtt_t0;
 	qp->req.srtt_ns = qp->req.srtt_ns ? qp->req.srtt_ns - qp->req.srtt_ns / 8 + s / 8 : s;
+	if (qp->sk)
+		uroce_cc_rtt(qp, s);
 }
 
 static uint8_t pick_opcode(const struct uroce_swqe *w, bool first, bool last)
@@ -188,23 +180,21 @@ static bool ack_wanted(const struct uroce_qp *qp, bool last)
 	       rc_ep_inflight(qp) + 1 >= b - b / 4;
 }
 
-/* Send the next packet of w (a SEND or WRITE) at qp->req.offset. */
-static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
+/* Build and send the packet of w (a SEND or WRITE) at byte offset off with
+ * PSN psn; its payload length, or -1 when the local SGEs failed (st). */
+static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t psn,
+			 bool ackreq, enum ibv_wc_status *st)
 {
 	uint8_t buf[UR_BTH_BYTES + 64 + 4096 + 8];
-	uint32_t off = qp->req.offset, paylen = w->length - off;
+	uint32_t paylen = w->length - off;
 	struct uroce_pkt pkt;
 	bool first = off == 0, last;
-	enum ibv_wc_status st;
-	uint8_t opc;
 
 	if (paylen > qp->mtu)
 		paylen = qp->mtu;
 	last = off + paylen == w->length;
-	opc = pick_opcode(w, first, last);
-	if (first)
-		w->first_psn = qp->req.psn;
-	uroce_pkt_init(&pkt, buf, opc | qp->tr, qp->attr.dest_qp_num, qp->req.psn, paylen);
+	uroce_pkt_init(&pkt, buf, pick_opcode(w, first, last) | qp->tr, qp->attr.dest_qp_num, psn,
+		       paylen);
 	if (pkt.mask & URM_XRCETH)
 		ur_xrceth_set(&pkt, w->xrc_srqn);
 	if (pkt.mask & URM_RETH)
@@ -215,8 +205,8 @@ static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
 		ur_ieth_set(&pkt, w->imm_data); /* the rkey to invalidate */
 	if (last && (w->send_flags & IBV_SEND_SOLICITED))
 		ur_bth_set_se(&pkt, true);
-	ur_bth_set_ackreq(&pkt, qp->tr != UR_TR_UC && ack_wanted(qp, last));
-	ur_bth_set_psn(&pkt, qp->req.psn);
+	ur_bth_set_ackreq(&pkt, qp->tr != UR_TR_UC && (ackreq || last));
+	ur_bth_set_psn(&pkt, psn);
 
 	if (w->inline_data) {
 		memcpy(pkt.payload, w->inline_data + off, paylen);
@@ -225,20 +215,37 @@ static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
 
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 		r = uroce_sge_copy(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off,
-				   pkt.payload, paylen, false, &st);
+				   pkt.payload, paylen, false, st);
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
-		if (r) {
-			uroce_req_fail_wqe(qp, qp->sq.req, st);
-			return REQ_ERROR;
-		}
+		if (r)
+			return -1;
 	}
 	uroce_qp_xmit(qp, &pkt);
+	return (int)paylen;
+}
+
+/* Send the next packet of w (a SEND or WRITE) at qp->req.offset. */
+static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
+{
+	uint32_t off = qp->req.offset, psn = qp->req.psn;
+	enum ibv_wc_status st;
+	bool last;
+	int paylen;
+
+	if (off == 0)
+		w->first_psn = psn;
+	last = off + (w->length - off > qp->mtu ? qp->mtu : w->length - off) == w->length;
+	paylen = data_pkt_xmit(qp, w, off, psn, ack_wanted(qp, last), &st);
+	if (paylen < 0) {
+		uroce_req_fail_wqe(qp, qp->sq.req, st);
+		return REQ_ERROR;
+	}
 	req_advance(qp, 1);
-	qp->req.offset += paylen;
+	qp->req.offset += (uint32_t)paylen;
 	if (qp->tr != UR_TR_UC)
 		qp->req.inflight++;
 	if (last) {
-		w->last_psn = pkt.psn;
+		w->last_psn = psn;
 		w->state = UROCE_WQE_SENT;
 		qp->sq.req++;
 		qp->req.offset = 0;
@@ -252,21 +259,40 @@ static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
 	return REQ_SENT;
 }
 
+/* The READ request for [off, off + len) of w, at psn. */
+static void read_req_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t len,
+			  uint32_t psn)
+{
+	uint8_t buf[UR_BTH_BYTES + UR_XRCETH_BYTES + UR_RETH_BYTES + 8];
+	struct uroce_pkt pkt;
+
+	uroce_pkt_init(&pkt, buf, UR_OPC_READ_REQ | qp->tr, qp->attr.dest_qp_num, psn, 0);
+	if (pkt.mask & URM_XRCETH)
+		ur_xrceth_set(&pkt, w->xrc_srqn);
+	ur_reth_set(&pkt, w->remote_addr + off, w->rkey, len);
+	ur_bth_set_ackreq(&pkt, true);
+	ur_bth_set_psn(&pkt, psn);
+	uroce_qp_xmit(qp, &pkt);
+}
+
+/* How much of w a READ request at offset off asks for: up to the end of
+ * its chunk.  Chunks start at multiples of the chunk size, also when a
+ * chunk is asked for again from a lost response on: a repeated request
+ * must not reach into the next chunk, which the responder may already
+ * have executed as a request of its own. */
+static uint32_t read_len(const struct uroce_qp *qp, const struct uroce_swqe *w, uint32_t off)
+{
+	uint32_t len = w->length - off, chunk = rc_read_chunk(qp) * qp->mtu;
+
+	return len > chunk - off % chunk ? chunk - off % chunk : len;
+}
+
 /* An RDMA READ request: one packet that consumes one PSN per response
  * packet (IBTA 9.4.4).  After a retry, offset skips what already arrived. */
 static enum req_result send_read(struct uroce_qp *qp, struct uroce_swqe *w)
 {
-	uint8_t buf[UR_BTH_BYTES + UR_XRCETH_BYTES + UR_RETH_BYTES + 8];
-	uint32_t off = qp->req.offset, len = w->length - off, n;
-	uint32_t chunk = read_chunk(qp) * qp->mtu;
-	struct uroce_pkt pkt;
+	uint32_t off = qp->req.offset, len = read_len(qp, w, off), n;
 
-	/* Chunks start at multiples of the chunk size, also when a chunk is
-	 * asked for again from a lost response on: a repeated request must
-	 * not reach into the next chunk, which the responder may already
-	 * have executed as a request of its own. */
-	if (len > chunk - off % chunk)
-		len = chunk - off % chunk;
 	n = len ? (len + qp->mtu - 1) / qp->mtu : 1;
 	if (!rc_may_send(qp, n))
 		return REQ_BLOCKED;
@@ -275,13 +301,7 @@ static enum req_result send_read(struct uroce_qp *qp, struct uroce_swqe *w)
 		w->npkts = swqe_npkts(qp, w);
 		w->last_psn = (w->first_psn + w->npkts - 1) & UR_PSN_MASK;
 	}
-	uroce_pkt_init(&pkt, buf, UR_OPC_READ_REQ | qp->tr, qp->attr.dest_qp_num, qp->req.psn, 0);
-	if (pkt.mask & URM_XRCETH)
-		ur_xrceth_set(&pkt, w->xrc_srqn);
-	ur_reth_set(&pkt, w->remote_addr + off, w->rkey, len);
-	ur_bth_set_ackreq(&pkt, true);
-	ur_bth_set_psn(&pkt, qp->req.psn);
-	uroce_qp_xmit(qp, &pkt);
+	read_req_xmit(qp, w, off, len, qp->req.psn);
 	qp->req.inflight += n;
 	req_advance(qp, n);
 	qp->req.rd_inflight++; /* one per READ request, chunks included */
@@ -294,24 +314,29 @@ static enum req_result send_read(struct uroce_qp *qp, struct uroce_swqe *w)
 	return REQ_DONE_WQE;
 }
 
-/* An atomic request: one packet, one PSN, answered by ATOMIC ACKNOWLEDGE. */
-static enum req_result send_atomic(struct uroce_qp *qp, struct uroce_swqe *w)
+static void atomic_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t psn)
 {
 	uint8_t buf[UR_BTH_BYTES + UR_XRCETH_BYTES + UR_ATMETH_BYTES + 8];
 	struct uroce_pkt pkt;
 	uint8_t opc = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? UR_OPC_CMP_SWAP : UR_OPC_FETCH_ADD;
 
-	w->first_psn = w->last_psn = qp->req.psn;
-	w->npkts = 1;
-	uroce_pkt_init(&pkt, buf, opc | qp->tr, qp->attr.dest_qp_num, qp->req.psn, 0);
+	uroce_pkt_init(&pkt, buf, opc | qp->tr, qp->attr.dest_qp_num, psn, 0);
 	if (pkt.mask & URM_XRCETH)
 		ur_xrceth_set(&pkt, w->xrc_srqn);
 	ur_atmeth_set(&pkt, w->remote_addr, w->rkey, w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap
 											     : w->compare_add,
 		      w->compare_add);
 	ur_bth_set_ackreq(&pkt, true);
-	ur_bth_set_psn(&pkt, qp->req.psn);
+	ur_bth_set_psn(&pkt, psn);
 	uroce_qp_xmit(qp, &pkt);
+}
+
+/* An atomic request: one packet, one PSN, answered by ATOMIC ACKNOWLEDGE. */
+static enum req_result send_atomic(struct uroce_qp *qp, struct uroce_swqe *w)
+{
+	w->first_psn = w->last_psn = qp->req.psn;
+	w->npkts = 1;
+	atomic_xmit(qp, w, qp->req.psn);
 	req_advance(qp, 1);
 	qp->req.inflight++;
 	qp->req.rd_inflight++;
@@ -319,6 +344,52 @@ static enum req_result send_atomic(struct uroce_qp *qp, struct uroce_swqe *w)
 	qp->sq.req++;
 	qp->req.offset = 0;
 	return REQ_DONE_WQE;
+}
+
+/* Selective repeat (sack.c): the packet at psn, sent before, again - the
+ * same bytes, with AckReq.  Inside a READ, the request for the rest of
+ * its chunk from psn on (the responder answers a duplicate READ from
+ * memory, 9.7.5.1.1).  Nothing of the send state moves. */
+bool uroce_req_resend(struct uroce_qp *qp, uint32_t psn)
+{
+	enum ibv_wc_status st;
+	struct uroce_swqe *w;
+	uint32_t i, k;
+
+	if (!uroce_wqe_idx_for_psn(qp, psn, &i))
+		return false;
+	if (qp->req.halted && (int32_t)(i - qp->req.halt_at) >= 0)
+		return false;
+	w = swqe(qp, i);
+	k = (uint32_t)ur_psn_diff(psn, w->first_psn);
+	switch (w->opcode) {
+	case IBV_WR_RDMA_READ: {
+		uint32_t off = k * qp->mtu, len, n = 1;
+
+		if (off >= (w->length ? w->length : 1))
+			return false;
+		/* up to the end of the chunk, or to a response already
+		 * placed (comp.c): only what is missing */
+		len = read_len(qp, w, off);
+		while (n * qp->mtu < len && !rc_sack_placed(qp, (psn + n) & UR_PSN_MASK))
+			n++;
+		if (n * qp->mtu < len)
+			len = n * qp->mtu;
+		read_req_xmit(qp, w, off, len, psn);
+		return true;
+	}
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		atomic_xmit(qp, w, psn);
+		return true;
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
+		return false;
+	default:
+		if (k && k * qp->mtu >= w->length)
+			return false;
+		return data_pkt_xmit(qp, w, k * qp->mtu, psn, true, &st) >= 0;
+	}
 }
 
 /* Memory-window binds and local invalidates execute when they reach the
@@ -440,6 +511,8 @@ void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
 	       qp->req.psn);
 	qp->req.psn = psn;
 	qp->req.inflight = 0;
+	if (qp->sk)
+		qp->sk->nsacked = 0; /* all of it is sent again */
 	qp->req.rd_inflight = 0;
 	qp->req.deadline_ns = 0;
 	qp->req.rtt_on = false;
@@ -496,7 +569,10 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 
 		if (probe) {
 			qp->req.probes++;
-			uroce_req_go_back(qp, qp->req.una_psn);
+			if (rc_sack_req(qp))
+				uroce_sack_probe(qp); /* only what is not known received */
+			else
+				uroce_req_go_back(qp, qp->req.una_psn);
 		}
 		qp->req.probe_rx = rx;
 		next = now + probe_ns(qp);
@@ -507,11 +583,17 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 		return;
 	}
 	uroce_qp_count(qp, timeouts, 1);
+	uroce_cc_timeout(qp);
 	if (qp->req.retry_cnt == 0) {
 		uroce_req_retry_exceeded(qp);
 		return;
 	}
 	qp->req.retry_cnt--;
-	uroce_req_go_back(qp, qp->req.una_psn);
+	if (rc_sack_req(qp)) {
+		uroce_sack_timeout(qp);
+		uroce_req_arm(qp);
+	} else {
+		uroce_req_go_back(qp, qp->req.una_psn);
+	}
 	uroce_req_progress(qp);
 }

@@ -6,6 +6,7 @@
  * Explicit state machine as in Linux rxe: each check_*() step returns the
  * next state; errors end in a NAK state.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "transport/rc.h"
@@ -65,6 +66,10 @@ void uroce_resp_flush_ack(struct uroce_qp *qp)
 		return; /* UC is unacknowledged (IBTA 9.8.2) */
 	qp->resp.acked = true;
 	qp->resp.acked_psn = qp->resp.ack_psn;
+	if (rc_sack_resp(qp) && qp->sk->nheld) {
+		uroce_sack_send(qp, qp->resp.ack_psn);
+		return;
+	}
 	uroce_qp_count(qp, acks_tx, 1);
 	send_aeth(qp, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.ack_psn);
 }
@@ -72,7 +77,26 @@ void uroce_resp_flush_ack(struct uroce_qp *qp)
 static void send_nak(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 {
 	qp->resp.ack_pending = false; /* a NAK acknowledges psn - 1 too */
+	/* the requester goes back to psn: what was held is sent again */
+	uroce_sack_clear(qp);
 	send_aeth(qp, syn, psn);
+}
+
+/* Selective repeat (sack.c): a packet after a gap is held, and the batch's
+ * acknowledgement becomes a selective ACK - of the last PSN acknowledged
+ * (never one that would cover a READ still being answered), or of the one
+ * before the first this QP received. */
+static bool hold(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	if (!uroce_sack_hold(qp, pkt))
+		return false;
+	uroce_qp_count(qp, held_req, 1);
+	if (!qp->resp.ack_pending) {
+		qp->resp.ack_pending = true;
+		qp->resp.ack_psn =
+		    qp->resp.acked ? qp->resp.acked_psn : (qp->attr.rq_psn - 1) & UR_PSN_MASK;
+	}
+	return true;
 }
 
 /* Take a receive WQE (from the SRQ if the QP has one); false if none. */
@@ -156,6 +180,8 @@ static enum resp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 	if (d > 0) {
 		uroce_qp_count(qp, oos_req, 1);
+		if (rc_sack_resp(qp) && hold(qp, pkt))
+			return RESPST_DROP;
 		return qp->resp.nak_sent ? RESPST_DROP : RESPST_NAK_PSN_SEQ;
 	}
 	if (d < 0) {
@@ -497,7 +523,7 @@ static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	qp->resp.ack_psn = (qp->resp.psn - 1) & UR_PSN_MASK;
 }
 
-void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
+static void rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	enum resp_state s = RESPST_CHECK_PSN;
 	enum ibv_qp_state qs = qp->attr.qp_state;
@@ -624,5 +650,20 @@ void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		default:
 			return;
 		}
+	}
+}
+
+void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_pkt held;
+
+	uroce_sack_rx(qp, pkt);
+	rcv_request(qp, pkt);
+	/* Packets held after a gap that this one filled go through the same
+	 * steps, in PSN order: placement, completions and ACKs are as if
+	 * they had arrived in order. */
+	while (uroce_sack_take(qp, qp->resp.psn, &held)) {
+		rcv_request(qp, &held);
+		free(held.bth);
 	}
 }

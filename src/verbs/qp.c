@@ -89,6 +89,7 @@ static void free_qp_res(struct uroce_qp *qp)
 			  qp->buf_custom & 2);
 	uroce_pd_buf_free(qp->ibqp.qp_base.pd, qp->rq.wqe, UROCE_RES_TYPE_QP, qp->buf_custom & 4);
 	free(qp->resp.res);
+	uroce_sack_free(qp);
 	pthread_mutex_destroy(&qp->lock);
 }
 
@@ -218,6 +219,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	pthread_mutex_init(&b->mutex, NULL);
 	pthread_cond_init(&b->cond, NULL);
 	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->sack_epoch = (uint16_t)(uroce_now_ns() >> 10); /* differs from a QP before it */
 	qp->attr.cap = ia->cap;
 	qp->attr.path_mtu = IBV_MTU_1024;
 	qp->tr = ia->qp_type == IBV_QPT_UC	      ? UR_TR_UC
@@ -372,6 +374,8 @@ static void reset_qp(struct uroce_qp *qp)
 	memset(&qp->comp, 0, sizeof(qp->comp));
 	free(qp->resp.res);
 	memset(&qp->resp, 0, sizeof(qp->resp));
+	uroce_sack_free(qp);
+	qp->sack_epoch++; /* what a peer holds from before is void */
 }
 
 static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
@@ -474,6 +478,8 @@ static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
 			return ur_dbg("modify_qp: out of memory for %u READ/atomic resources",
 				      qp->resp.nres),
 			       ENOMEM;
+		if (uroce_sack_init(qp))
+			return ur_dbg("modify_qp: out of memory for selective repeat"), ENOMEM;
 		break;
 	case IBV_QPS_ERR:
 		uroce_qp_error(qp);

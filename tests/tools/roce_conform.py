@@ -98,6 +98,16 @@ NAK_CODES = {0: "NAK_PSN_SEQ", 1: "NAK_INV_REQ", 2: "NAK_REM_ACCESS", 3: "NAK_RE
              4: "NAK_INV_RD_REQ"}
 
 
+# uroce's selective repeat between uroce peers (docs/selective-repeat.md),
+# native mode only: BTH byte 4 bit 0 offers it (any RC packet), bits 1-5 and
+# resv7 carry the requester's incarnation (requests offering it), and the
+# selective ACK is opcode 0xD1: AETH, then the first missing PSN (4 bytes)
+# and a 1,024-bit map.
+UROCE_SACK = 0xD1
+SACK_BIT = 0x01
+SACK_PAYLOAD = 4 + 128
+
+
 def opcode_info(opc):
     """(name, headers, has_payload) or None for an opcode uroce must not send."""
     tr, op = opc & 0xE0, opc & 0x1F
@@ -113,6 +123,8 @@ def opcode_info(opc):
     if tr == 0xA0 and op in XRC_OPS:
         n, h, p = OPS[op]
         return "XRC_" + n, (h if op in RESPONSES else ["XRCETH"] + h), p
+    if opc == UROCE_SACK:
+        return "UROCE_SACK", ["AETH"], True
     return None
 
 
@@ -128,6 +140,7 @@ class Checker:
         self.msg_mtu = {}
         self.checks = 0
         self.decoded = {}  # frame number -> (opcode, dqpn, psn)
+        self.sack_packets = 0  # offering selective repeat (native mode)
 
     def bad(self, frame, what, detail):
         self.violations.setdefault(what, []).append("frame %d: %s" % (frame, detail))
@@ -170,8 +183,21 @@ class Checker:
         # BTH
         e(frame, tver == 0, "BTH TVer 0", "TVer %d" % tver)
         e(frame, pkey == 0xFFFF, "BTH P_Key 0xFFFF", "P_Key 0x%04x" % pkey)
-        e(frame, data[4] == 0, "BTH FECN/BECN/resv6 zero", "byte 4 = 0x%02x" % data[4])
-        e(frame, resv7 == 0, "BTH resv7 zero", "resv7 0x%02x" % resv7)
+        sack = (self.mode == "native" and (opc & 0xE0) in (0x00, 0xC0) and
+                data[4] & SACK_BIT != 0)
+        request = opc != UROCE_SACK and op not in RESPONSES
+        if sack:
+            self.sack_packets += 1
+            e(frame, data[4] & 0xC0 == 0, "BTH FECN/BECN zero", "byte 4 = 0x%02x" % data[4])
+            e(frame, request or data[4] == SACK_BIT, "incarnation only on requests",
+              "%s: byte 4 = 0x%02x" % (name, data[4]))
+            e(frame, request or resv7 == 0, "BTH resv7 zero on responses",
+              "resv7 0x%02x" % resv7)
+        else:
+            e(frame, data[4] == 0, "BTH FECN/BECN/resv6 zero", "byte 4 = 0x%02x" % data[4])
+            e(frame, resv7 == 0, "BTH resv7 zero", "resv7 0x%02x" % resv7)
+        e(frame, opc != UROCE_SACK or sack, "selective ACKs only in native mode, offering it",
+          "byte 4 = 0x%02x" % data[4])
         e(frame, dqpn not in (0, 1), "destination QPN not 0 or 1", "QPN %d" % dqpn)
         e(frame, not se or op in SE_OK, "SE only on the last packet of SEND / WRITE_IMM", name)
         e(frame, not (ackreq and op in RESPONSES), "AckReq not set on responses", name)
@@ -251,6 +277,9 @@ class Checker:
               "AETH syndrome valid", "0x%02x" % syn)
             e(frame, kind == 0 or op == 0x11, "NAKs only in ACK packets",
               "%s syndrome 0x%02x" % (name, syn))
+        if opc == UROCE_SACK:
+            e(frame, paylen == SACK_PAYLOAD and data[hlen] == 0 and data[hlen + 4] & 1 == 0,
+              "selective ACK: base PSN and map, bit 0 clear", "%d bytes" % paylen)
         if "ATOMIC" in fields:
             va = int.from_bytes(fields["ATOMIC"][0:8], "big")
             e(frame, va % 8 == 0, "AtomicETH address 8-byte aligned", "0x%x" % va)
@@ -304,8 +333,9 @@ class Checker:
             e = self.expect
             if not e(frame, f[1] != "", "tshark decodes InfiniBand (BTH)", "no BTH"):
                 continue
-            e(frame, f[6] == "" and f[7] == "", "tshark: no malformed packet or expert info",
-              (f[6] + " " + f[7]).strip())
+            # (Wireshark knows no manufacturer-specific opcode)
+            e(frame, (mine and mine[0] == UROCE_SACK) or (f[6] == "" and f[7] == ""),
+              "tshark: no malformed packet or expert info", (f[6] + " " + f[7]).strip())
             e(frame, f[4] in ("65535", "0xffff") and f[5] == "0", "tshark: P_Key and TVer",
               "p_key %s tver %s" % (f[4], f[5]))
             if mine:
@@ -348,6 +378,8 @@ def main():
     print("path MTUs of multi-packet flows: " + ", ".join(str(m) for m in mtus))
     print("IPv4 IDs: " + ", ".join("0x%04x x%d" % kv for kv in sorted(c.ipids.items())[:8]) +
           (" ..." if len(c.ipids) > 8 else ""))
+    if c.sack_packets:
+        print("offering selective repeat (uroce extension, native mode): %d" % c.sack_packets)
     ok = True
     if npkt < a.min_packets:
         print("FAIL: only %d packets in %s" % (npkt, a.capture))

@@ -78,7 +78,7 @@ static const struct exp_op rc_ops[] = {
 };
 #define N_RC_OPS    (sizeof(rc_ops) / sizeof(rc_ops[0]))
 #define N_UC_OPS    12 /* rc_ops[0..11]: SEND and WRITE */
-#define N_SUPPORTED (N_RC_OPS + N_UC_OPS + 2 + N_RC_OPS)
+#define N_SUPPORTED (N_RC_OPS + N_UC_OPS + 2 + N_RC_OPS + 1)
 
 static const uint8_t hdr_bytes[UR_NUM_HDR_TYPES] = {
     [UR_BTH] = UR_BTH_BYTES,	   [UR_RDETH] = UR_RDETH_BYTES,	  [UR_DETH] = UR_DETH_BYTES,
@@ -134,6 +134,12 @@ static void build_expected(void)
 	/* XRC (Annex A14): XRCETH right after BTH in requests only. */
 	for (size_t i = 0; i < N_RC_OPS; i++)
 		add_expected(UR_TR_XRC, "XRC", &rc_ops[i], rc_ops[i].response ? UR_BTH : UR_XRCETH);
+	/* uroce's selective ACK, manufacturer-specific class (docs/design.md) */
+	{
+		static const struct exp_op sack = {0x11, "SACK", {UR_AETH}, R | P | S | E, true};
+
+		add_expected(UR_TR_VENDOR, "UROCE", &sack, UR_BTH);
+	}
 }
 
 /* ---- Table tests ---- */
@@ -201,7 +207,8 @@ static void test_table(void)
 		      "%s: RWR", info->name);
 		CHECK(!(m & URM_SEND) || (m & URM_RWR), "%s: SEND without RWR", info->name);
 		CHECK(!!(m & URM_PAYLOAD) ==
-			  !!((m & (URM_SEND | URM_WRITE)) || ((m & URM_READ) && (m & URM_RESP))),
+			  !!((m & (URM_SEND | URM_WRITE)) || ((m & URM_READ) && (m & URM_RESP)) ||
+			     opc == UR_OPC_SACK),
 		      "%s: payload bit", info->name);
 		CHECK(!((m & URM_IMMDT) && (m & URM_IETH)), "%s: ImmDt and IETH", info->name);
 		CHECK(info->length >= UR_BTH_BYTES && info->offset[UR_PAYLOAD] == info->length,

@@ -1,0 +1,391 @@
+/* Selective repeat between uroce peers (docs/design.md, "Selective
+ * repeat"): the responder holds what arrives after a gap and says, in a
+ * selective ACK, exactly which PSNs it holds; the requester resends only
+ * the missing ones.  Used only when both ends offer it (UR_BTH4_SACK on
+ * their packets); everything else stays IBTA go-back-N.
+ *
+ * SACK packet (opcode UR_OPC_SACK = 0xD1): BTH with the PSN acknowledged
+ * (every PSN up to it, as an ACKNOWLEDGE's), AETH as an ACK's, then 132
+ * payload bytes: the first PSN the responder misses (base, 4 bytes, high
+ * byte 0) and a 1,024-bit map, bit i (byte i / 8, bit i % 8 from the least
+ * significant) set when PSN base + i is held.  Bit 0 is always clear.
+ *
+ * All of it runs under qp->lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/rc.h"
+
+/* What all the QPs of a process may hold after gaps, in bytes: a bound on
+ * the memory a lossy peer (or a hostile one) makes us keep. */
+#define SACK_HELD_MAX (64u << 20)
+static _Atomic unsigned long held_bytes;
+
+/* Congestion control (docs/design.md, "Congestion control"): the queueing
+ * delay a flow aims at above the smallest round trip it has seen, the
+ * smallest window, and how much one decrease may take (Swift's beta and
+ * max_mdf). */
+#define CC_TARGET_US 1000u
+#define CC_MIN_PKTS  4u
+#define CC_BETA	     0.8
+#define CC_MAX_MDF   0.5
+
+int uroce_sack_init(struct uroce_qp *qp)
+{
+	const char *e = getenv("UROCE_SACK");
+
+	uroce_sack_free(qp);
+	/* off unless asked for (UROCE_SACK=1): see docs/selective-repeat.md,
+	 * "Status" */
+	if (qp->tr != UR_TR_RC || uroce_std_mode() || !e || strcmp(e, "1"))
+		return 0;
+	qp->sk = calloc(1, sizeof(*qp->sk));
+	if (!qp->sk)
+		return -ENOMEM;
+	/* off unless asked for: on one host the round trip grows with CPU
+	 * scheduling, not with a queue, and a delay-driven window cut
+	 * loss-free loopback throughput (docs/design.md) */
+	e = getenv("UROCE_CC");
+	qp->sk->cc = e && !strcmp(e, "1");
+	qp->sk->cwnd = UROCE_WINDOW << 10;
+	e = getenv("UROCE_CC_TARGET_US");
+	qp->sk->target_ns = (e && atoi(e) > 0 ? (uint64_t)atoi(e) : CC_TARGET_US) * 1000;
+	return 0;
+}
+
+void uroce_sack_clear(struct uroce_qp *qp)
+{
+	struct uroce_sack *sk = qp->sk;
+
+	for (uint32_t i = 0; sk && sk->held && sk->nheld && i < UR_SACK_WIN; i++) {
+		if (!sk->held[i].bth)
+			continue;
+		atomic_fetch_sub(&held_bytes, sk->held[i].len);
+		free(sk->held[i].bth);
+		sk->held[i].bth = NULL;
+		sk->nheld--;
+	}
+}
+
+void uroce_sack_free(struct uroce_qp *qp)
+{
+	uroce_sack_clear(qp);
+	if (qp->sk)
+		free(qp->sk->held);
+	free(qp->sk);
+	qp->sk = NULL;
+}
+
+void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_sack_tx *t;
+
+	pkt->bth[4] |= UR_BTH4_SACK;
+	if (!(pkt->mask & URM_REQ))
+		return;
+	pkt->bth[4] |= (uint8_t)(((qp->sack_epoch >> 7) << 1) & UR_BTH4_EPOCH);
+	pkt->bth[8] |= (uint8_t)(qp->sack_epoch & UR_BTH8_EPOCH);
+	t = &qp->sk->tx[pkt->psn % UR_SACK_WIN];
+	if (t->valid && t->sacked && t->psn == pkt->psn && qp->sk->nsacked)
+		qp->sk->nsacked--; /* sent again: in the network once more */
+	t->psn = pkt->psn;
+	t->seq = ++qp->sk->seq;
+	t->valid = true;
+	t->sacked = false;
+}
+
+bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt)
+{
+	struct uroce_sack *sk = qp->sk;
+	int32_t d = ur_psn_diff(pkt->psn, qp->resp.psn);
+	struct uroce_pkt *h;
+
+	if (d <= 0 || (uint32_t)d >= UR_SACK_WIN)
+		return false;
+	if (sk->nheld && ur_bth_epoch(pkt->bth) != sk->held_epoch)
+		uroce_sack_clear(qp); /* the requester started over */
+	sk->held_epoch = ur_bth_epoch(pkt->bth);
+	if (!sk->held && !(sk->held = calloc(UR_SACK_WIN, sizeof(*sk->held))))
+		return false;
+	h = &sk->held[pkt->psn % UR_SACK_WIN];
+	if (h->bth && h->psn == pkt->psn) {
+		uroce_qp_count(qp, dup_req, 1); /* held already */
+		return true;
+	}
+	if (h->bth) { /* a stale one, from before the window moved */
+		atomic_fetch_sub(&held_bytes, h->len);
+		free(h->bth);
+		h->bth = NULL;
+		sk->nheld--;
+	}
+	if (atomic_load(&held_bytes) + pkt->len > SACK_HELD_MAX)
+		return false;
+	*h = *pkt;
+	h->bth = malloc(pkt->len);
+	if (!h->bth)
+		return false;
+	memcpy(h->bth, pkt->bth, pkt->len);
+	h->payload = h->bth + (pkt->payload - pkt->bth);
+	atomic_fetch_add(&held_bytes, pkt->len);
+	sk->nheld++;
+	return true;
+}
+
+bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt)
+{
+	struct uroce_sack *sk = qp->sk;
+	struct uroce_pkt *h;
+
+	if (!sk || !sk->nheld || !sk->held)
+		return false;
+	h = &sk->held[psn % UR_SACK_WIN];
+	if (!h->bth || h->psn != psn)
+		return false;
+	*pkt = *h;
+	h->bth = NULL;
+	sk->nheld--;
+	atomic_fetch_sub(&held_bytes, pkt->len);
+	return true;
+}
+
+void uroce_sack_send(struct uroce_qp *qp, uint32_t psn)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + UR_SACK_PAYLOAD + 8];
+	uint32_t base = qp->resp.psn;
+	struct uroce_pkt pkt;
+	uint8_t *map;
+
+	uroce_pkt_init(&pkt, buf, UR_OPC_SACK, qp->attr.dest_qp_num, psn, UR_SACK_PAYLOAD);
+	ur_aeth_set(&pkt, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.msn);
+	ur_put32(pkt.payload, base);
+	map = pkt.payload + 4;
+	memset(map, 0, UR_SACK_WIN / 8);
+	for (uint32_t i = 0; sk->held && i < UR_SACK_WIN; i++) {
+		struct uroce_pkt *h = &sk->held[i];
+		int32_t d;
+
+		if (!h->bth)
+			continue;
+		d = ur_psn_diff(h->psn, base);
+		if (d <= 0 || (uint32_t)d >= UR_SACK_WIN) { /* stale: passed */
+			atomic_fetch_sub(&held_bytes, h->len);
+			free(h->bth);
+			h->bth = NULL;
+			sk->nheld--;
+			continue;
+		}
+		map[d / 8] |= (uint8_t)(1u << (d % 8));
+	}
+	uroce_qp_count(qp, sacks_tx, 1);
+	uroce_qp_xmit(qp, &pkt);
+}
+
+void uroce_sack_acked(struct uroce_qp *qp, uint32_t old)
+{
+	struct uroce_sack *sk = qp->sk;
+
+	for (uint32_t p = old; sk->nsacked && ur_psn_diff(p, qp->req.una_psn) < 0;
+	     p = (p + 1) & UR_PSN_MASK) {
+		struct uroce_sack_tx *t = &sk->tx[p % UR_SACK_WIN];
+
+		if (t->valid && t->psn == p && t->sacked) {
+			t->sacked = false;
+			sk->nsacked--;
+		}
+	}
+}
+
+/* The slot of psn if it holds what was sent at psn. */
+static struct uroce_sack_tx *tx_slot(struct uroce_qp *qp, uint32_t psn)
+{
+	struct uroce_sack_tx *t = &qp->sk->tx[psn % UR_SACK_WIN];
+
+	return t->valid && t->psn == psn ? t : NULL;
+}
+
+/* Resend psn's packet; its slot then carries the newest transmission. */
+static void resend(struct uroce_qp *qp, uint32_t psn)
+{
+	if (qp->req.rtt_on && ur_psn_diff(psn, qp->req.rtt_psn) <= 0)
+		qp->req.rtt_on = false; /* Karn: no sample across a resend */
+	if (uroce_req_resend(qp, psn))
+		uroce_qp_count(qp, retransmits, 1);
+}
+
+void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt)
+{
+	uint32_t base, una = qp->req.una_psn, newest = 0, hi = una;
+	const uint8_t *map;
+	bool any = false;
+
+	if (pkt->paylen < UR_SACK_PAYLOAD)
+		return;
+	base = ur_get32(pkt->payload) & UR_PSN_MASK;
+	map = pkt->payload + 4;
+	/* What the responder has: everything before base, and the map. */
+	for (uint32_t p = una; ur_psn_diff(p, qp->req.psn) < 0; p = (p + 1) & UR_PSN_MASK) {
+		int32_t d = ur_psn_diff(p, base);
+		struct uroce_sack_tx *t;
+
+		if (d >= (int32_t)UR_SACK_WIN)
+			break;
+		if (d > 0 && !(map[d / 8] & (1u << (d % 8))))
+			continue;
+		if (d == 0)
+			continue;
+		t = tx_slot(qp, p);
+		if (!t)
+			continue;
+		if (!t->sacked)
+			qp->sk->nsacked++;
+		t->sacked = true;
+		if (d > 0) {
+			if (!any || (int32_t)(t->seq - newest) > 0)
+				newest = t->seq;
+			any = true;
+			hi = p;
+		}
+	}
+	if (!any)
+		return;
+	/* A hole sent before something that arrived is lost (or reordered
+	 * past it: a resent duplicate is harmless): resend it, once per
+	 * transmission - its slot then carries a newer one. */
+	for (uint32_t p = base; ur_psn_diff(p, hi) < 0; p = (p + 1) & UR_PSN_MASK) {
+		struct uroce_sack_tx *t;
+
+		if (ur_psn_diff(p, una) < 0)
+			continue;
+		t = tx_slot(qp, p);
+		if (t && !t->sacked && (int32_t)(newest - t->seq) > 0) {
+			uroce_cc_loss(qp);
+			resend(qp, p);
+		}
+	}
+}
+
+void uroce_sack_timeout(struct uroce_qp *qp)
+{
+	uint32_t una = qp->req.una_psn;
+
+	uroce_qp_count(qp, retries, 1);
+	resend(qp, una);
+	for (uint32_t p = (una + 1) & UR_PSN_MASK; ur_psn_diff(p, qp->req.psn) < 0;
+	     p = (p + 1) & UR_PSN_MASK) {
+		struct uroce_sack_tx *t = tx_slot(qp, p);
+
+		if (t && !t->sacked)
+			resend(qp, p);
+	}
+}
+
+/* One packet per probe, the newest one sent (as TCP's tail loss probe):
+ * if it was lost, it is there now; if something before it was, the
+ * responder holds this one and its selective ACK names the gap; if only
+ * the acknowledgement was lost, the duplicate draws a new one.  Either way
+ * the answer says exactly what to resend, where going back would resend
+ * the whole window. */
+void uroce_sack_probe(struct uroce_qp *qp)
+{
+	uint32_t p = qp->req.psn, una = qp->req.una_psn, i;
+
+	uroce_qp_count(qp, retries, 1);
+	uroce_cc_loss(qp);
+	do {
+		p = (p - 1) & UR_PSN_MASK;
+	} while (!tx_slot(qp, p) && ur_psn_diff(p, una) > 0);
+	resend(qp, p);
+	/* a READ (or atomic) whose responses stopped: ask for the rest */
+	if (p != una && uroce_wqe_idx_for_psn(qp, una, &i) && swqe_is_rd(swqe(qp, i)))
+		resend(qp, una);
+}
+
+/* A round trip sample (one per round trip, never of a resent packet):
+ * above the target, a multiplicative decrease proportional to the excess
+ * (Swift), at most once per round trip.  Random loss does not move the
+ * window: selective repeat recovers it at the cost of the lost packets
+ * alone, and a drop-tail bottleneck shows itself by delay before it
+ * drops. */
+void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint64_t target, now;
+	double f;
+
+	if (!sk || !sk->cc)
+		return;
+	if (!sk->base_rtt_ns || rtt_ns < sk->base_rtt_ns)
+		sk->base_rtt_ns = rtt_ns;
+	sk->last_rtt_ns = rtt_ns;
+	target = sk->base_rtt_ns + sk->target_ns;
+	if (rtt_ns <= target)
+		return;
+	now = uroce_now_ns();
+	if (now < sk->cc_next_ns || now < sk->loss_mode_until_ns)
+		return;
+	if (sk->cwnd <= (2 * CC_MIN_PKTS) << 10) {
+		/* the queue stays long with our window at its smallest: it
+		 * is someone else's - compete on loss (uroce_cc_loss) */
+		sk->loss_mode_until_ns = now + 64 * rtt_ns;
+		return;
+	}
+	f = 1.0 - CC_BETA * (double)(rtt_ns - target) / (double)rtt_ns;
+	if (f < 1.0 - CC_MAX_MDF)
+		f = 1.0 - CC_MAX_MDF;
+	sk->cwnd = (uint32_t)(sk->cwnd * f);
+	if (sk->cwnd < CC_MIN_PKTS << 10)
+		sk->cwnd = CC_MIN_PKTS << 10;
+	sk->cc_next_ns = now + rtt_ns;
+}
+
+/* Additive increase: one packet per window acknowledged. */
+void uroce_cc_acked(struct uroce_qp *qp, uint32_t n)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint32_t w;
+
+	if (!sk || !sk->cc || !n)
+		return;
+	w = sk->cwnd >> 10;
+	sk->cwnd += (n << 10) / (w ? w : 1);
+	if (sk->cwnd > UROCE_WINDOW << 10)
+		sk->cwnd = UROCE_WINDOW << 10;
+}
+
+void uroce_cc_timeout(struct uroce_qp *qp)
+{
+	struct uroce_sack *sk = qp->sk;
+
+	if (!sk || !sk->cc)
+		return;
+	sk->cwnd /= 2;
+	if (sk->cwnd < CC_MIN_PKTS << 10)
+		sk->cwnd = CC_MIN_PKTS << 10;
+}
+
+/* A loss while the queue is long (the last round trip above the target):
+ * the bottleneck overflows, so a flow that fills queues until they drop
+ * (TCP) may share it.  Against such a flow, backing off on delay alone
+ * would hand it the link: for the next 64 round trips the window answers
+ * loss only (halved, once per round trip), as TCP's does.  A loss with
+ * short queues (random loss, UROCE_FAULT) changes nothing. */
+void uroce_cc_loss(struct uroce_qp *qp)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint64_t now;
+
+	if (!sk || !sk->cc || !sk->base_rtt_ns ||
+	    sk->last_rtt_ns <= sk->base_rtt_ns + sk->target_ns)
+		return;
+	now = uroce_now_ns();
+	sk->loss_mode_until_ns = now + 64 * sk->last_rtt_ns;
+	if (now < sk->cc_next_ns)
+		return;
+	sk->cwnd /= 2;
+	if (sk->cwnd < CC_MIN_PKTS << 10)
+		sk->cwnd = CC_MIN_PKTS << 10;
+	sk->cc_next_ns = now + sk->last_rtt_ns;
+}
