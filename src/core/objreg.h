@@ -15,6 +15,8 @@ enum uroce_obj_kind {
 	UROCE_OBJ_QP,
 	UROCE_OBJ_SRQ,
 	UROCE_OBJ_AH,
+	UROCE_OBJ_DM,
+	UROCE_OBJ_TD,
 };
 
 /* Register obj (just created) as a live object of kind.  0 or ENOMEM. */

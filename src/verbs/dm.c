@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "uroce.h"
+#include "core/objreg.h"
 
 #define UROCE_MAX_DM_SIZE  (1u << 20) /* per context, as mlx5's 128-256 KiB MEMIC */
 #define UROCE_DM_MAX_ALIGN 12	      /* log_align_req up to a page */
@@ -92,6 +93,13 @@ static struct ibv_dm *uroce_alloc_dm(struct ibv_context *context, struct ibv_all
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (uroce_obj_add(&dm->ibdm, UROCE_OBJ_DM)) {
+		free(dm->buf);
+		free(dm);
+		atomic_fetch_sub(&ctx->dm_used, len);
+		errno = ENOMEM;
+		return NULL;
+	}
 	memset(dm->buf, 0, len);
 	dm->length = attr->length;
 	dm->charged = len;
@@ -105,18 +113,18 @@ static struct ibv_dm *uroce_alloc_dm(struct ibv_context *context, struct ibv_all
 static int uroce_free_dm(struct ibv_dm *ibdm)
 {
 	struct uroce_dm *dm;
+	int err = uroce_obj_check(ibdm, UROCE_OBJ_DM, "free_dm");
 
-	if (!ibdm)
-		return ur_dbg("free_dm: dm is NULL"), EINVAL;
+	if (err)
+		return uroce_obj_err(err);
 	dm = to_udm(ibdm);
 	if (atomic_load(&dm->refs)) {
 		ur_dbg("free_dm: %u MR(s) still registered on it", atomic_load(&dm->refs));
-		errno = EBUSY;
-		return EBUSY;
+		return uroce_obj_err(EBUSY);
 	}
 	atomic_fetch_sub(&to_uctx(ibdm->context)->dm_used, dm->charged);
 	free(dm->buf);
-	free(dm);
+	uroce_obj_release(ibdm, dm);
 	return 0;
 }
 

@@ -47,19 +47,27 @@ static struct ibv_td *uroce_alloc_td(struct ibv_context *context, struct ibv_td_
 		return NULL;
 	}
 	td->ibtd.context = context;
+	if (uroce_obj_add(&td->ibtd, UROCE_OBJ_TD)) {
+		free(td);
+		errno = ENOMEM;
+		return NULL;
+	}
 	return &td->ibtd;
 }
 
 static int uroce_dealloc_td(struct ibv_td *ibtd)
 {
-	struct uroce_td *td = to_utd(ibtd);
+	struct uroce_td *td;
+	int err = uroce_obj_check(ibtd, UROCE_OBJ_TD, "dealloc_td");
 
+	if (err)
+		return uroce_obj_err(err);
+	td = to_utd(ibtd);
 	if (atomic_load(&td->refs)) {
 		ur_dbg("dealloc_td: %u parent domain(s) still use it", atomic_load(&td->refs));
-		errno = EBUSY;
-		return EBUSY;
+		return uroce_obj_err(EBUSY);
 	}
-	free(td);
+	uroce_obj_release(ibtd, td);
 	return 0;
 }
 

@@ -58,6 +58,7 @@ static void test_alloc(void)
 	if (dm2)
 		ibv_free_dm(dm2);
 	CHECK(!ibv_free_dm(dm), "free");
+	CHECK(ibv_free_dm(dm) == ENOENT, "free_dm twice: ENOENT (the object registry)");
 }
 
 static void test_traffic(void)

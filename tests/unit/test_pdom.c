@@ -77,6 +77,7 @@ static void test_td(void)
 	CHECK(ibv_dealloc_pd(A.pd) == EBUSY, "dealloc_pd of the PD under a parent domain: EBUSY");
 	CHECK(!ibv_dealloc_pd(pd), "dealloc_pd of the parent domain");
 	CHECK(!ibv_dealloc_td(td), "dealloc_td");
+	CHECK(ibv_dealloc_td(td) == ENOENT, "dealloc_td twice: ENOENT (the object registry)");
 }
 
 static void test_args(void)
