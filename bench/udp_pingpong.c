@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_UDP_PAYLOAD 65507
+#define MAX_UDP_PAYLOAD	 65507
 #define REPLY_TIMEOUT_NS 1000000000ull /* a reply lost on loopback: count and go on */
 
 static uint64_t now_ns(void)
@@ -51,9 +51,9 @@ static void die(const char *what)
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: udp_pingpong server [-b ADDR] -p PORT [-i IDLE_S]\n"
-		"       udp_pingpong client -H HOST -p PORT -s SIZE[,SIZE...] [-n ITERS] [-w WARMUP] [-T SECS]\n");
+	fprintf(stderr, "usage: udp_pingpong server [-b ADDR] -p PORT [-i IDLE_S]\n"
+			"       udp_pingpong client -H HOST -p PORT -s SIZE[,SIZE...] [-n ITERS] "
+			"[-w WARMUP] [-T SECS]\n");
 	exit(2);
 }
 
@@ -71,7 +71,7 @@ static int make_socket(void)
 
 static void resolve(const char *host, int port, struct sockaddr_in *sa)
 {
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM }, *res;
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res;
 	int rc = getaddrinfo(host, NULL, &hints, &res);
 	if (rc) {
 		fprintf(stderr, "udp_pingpong: %s: %s\n", host, gai_strerror(rc));
@@ -95,14 +95,17 @@ static int run_server(const char *bind_addr, int port, int idle_s)
 	for (;;) {
 		struct sockaddr_in peer;
 		socklen_t plen = sizeof(peer);
-		ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&peer, &plen);
+		ssize_t n =
+		    recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&peer, &plen);
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 				die("recvfrom");
 			if (++spins == 4096) { /* check the idle clock now and then */
 				spins = 0;
 				if (now_ns() - last > idle_ns) {
-					fprintf(stderr, "udp_pingpong server: idle for %d s, exiting\n", idle_s);
+					fprintf(stderr,
+						"udp_pingpong server: idle for %d s, exiting\n",
+						idle_s);
 					return 0;
 				}
 			}
@@ -112,7 +115,8 @@ static int run_server(const char *bind_addr, int port, int idle_s)
 			return 0; /* the client says goodbye */
 		last = now_ns();
 		while (sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&peer, plen) < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ENOBUFS)
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+			    errno != ENOBUFS)
 				die("sendto");
 		}
 	}
@@ -136,7 +140,8 @@ static uint64_t round_trip(int fd, char *buf, size_t size)
 		ssize_t n = recv(fd, buf, MAX_UDP_PAYLOAD + 1, MSG_DONTWAIT);
 		if (n == (ssize_t)size)
 			return now_ns() - t0;
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNREFUSED)
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+		    errno != ECONNREFUSED)
 			die("recv");
 		/* n >= 0 of another size: a late reply of an earlier round, ignore */
 		if (now_ns() - t0 > REPLY_TIMEOUT_NS)
@@ -144,7 +149,8 @@ static uint64_t round_trip(int fd, char *buf, size_t size)
 	}
 }
 
-static int run_client(const char *host, int port, const char *sizes, long iters, long warmup, double max_s)
+static int run_client(const char *host, int port, const char *sizes, long iters, long warmup,
+		      double max_s)
 {
 	int fd = make_socket();
 	struct sockaddr_in sa;
@@ -192,7 +198,8 @@ static int run_client(const char *host, int port, const char *sizes, long iters,
 		if (p99 >= got)
 			p99 = got - 1;
 		/* one-way = RTT / 2, in microseconds */
-		printf("size=%ld iters=%ld lost=%ld min_us=%.3f median_us=%.3f p99_us=%.3f avg_us=%.3f\n",
+		printf("size=%ld iters=%ld lost=%ld min_us=%.3f median_us=%.3f p99_us=%.3f "
+		       "avg_us=%.3f\n",
 		       size, got, lost, rtt[0] / 2000.0, rtt[got / 2] / 2000.0, rtt[p99] / 2000.0,
 		       sum / (double)got / 2000.0);
 		fflush(stdout);
@@ -218,15 +225,32 @@ int main(int argc, char **argv)
 	optind = 2;
 	while ((opt = getopt(argc, argv, "H:b:p:s:n:w:i:T:")) != -1) {
 		switch (opt) {
-		case 'H': host = optarg; break;
-		case 'b': bind_addr = optarg; break;
-		case 'p': port = atoi(optarg); break;
-		case 's': sizes = optarg; break;
-		case 'n': iters = atol(optarg); break;
-		case 'w': warmup = atol(optarg); break;
-		case 'i': idle_s = atoi(optarg); break;
-		case 'T': max_s = atof(optarg); break;
-		default: usage();
+		case 'H':
+			host = optarg;
+			break;
+		case 'b':
+			bind_addr = optarg;
+			break;
+		case 'p':
+			port = atoi(optarg);
+			break;
+		case 's':
+			sizes = optarg;
+			break;
+		case 'n':
+			iters = atol(optarg);
+			break;
+		case 'w':
+			warmup = atol(optarg);
+			break;
+		case 'i':
+			idle_s = atoi(optarg);
+			break;
+		case 'T':
+			max_s = atof(optarg);
+			break;
+		default:
+			usage();
 		}
 	}
 	if (port <= 0 || port > 65535 || iters < 1 || warmup < 0 || max_s <= 0)

@@ -12,7 +12,7 @@ int uroce_log_level = UROCE_LOG_WARN;
 
 void uroce_log_init(void)
 {
-	static const char *names[] = { "none", "error", "warn", "info", "debug", "trace" };
+	static const char *names[] = {"none", "error", "warn", "info", "debug", "trace"};
 	const char *v = getenv("UROCE_LOG");
 
 	if (!v || !*v)
@@ -28,7 +28,7 @@ void uroce_log_init(void)
 
 void uroce_log_print(enum uroce_log_level lvl, const char *func, const char *fmt, ...)
 {
-	static const char *tag[] = { "", "error", "warn", "info", "debug", "trace" };
+	static const char *tag[] = {"", "error", "warn", "info", "debug", "trace"};
 	char buf[1024];
 	struct timespec ts;
 	va_list ap;

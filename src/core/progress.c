@@ -236,7 +236,7 @@ static void *progress_main(void *arg)
 /* Start the thread (ctx->lock held). */
 int uroce_progress_start(struct uroce_ctx *ctx)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
 
 	if (ctx->thread_running)
 		return 0;
@@ -248,7 +248,7 @@ int uroce_progress_start(struct uroce_ctx *ctx)
 	    epoll_ctl(ctx->wake_epfd, EPOLL_CTL_ADD, ctx->wake_fd, &ev))
 		goto err;
 	for (int i = 0; i < ctx->nep; i++) {
-		struct epoll_event e = { .events = EPOLLIN, .data.ptr = ctx->ep[i] };
+		struct epoll_event e = {.events = EPOLLIN, .data.ptr = ctx->ep[i]};
 
 		if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->ep[i]->fd, &e))
 			goto err;

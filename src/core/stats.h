@@ -53,7 +53,7 @@
 	X(retry_exc, "retry_exceeded_err", "WQEs failed: retry_cnt exhausted")                     \
 	X(rnr_retry_exc, "retry_rnr_exceeded_err", "WQEs failed: rnr_retry exhausted")             \
 	X(wc_err, "completion_err", "send WQEs completed with an error (not flushes)")             \
-	X(rx_drop_state, "rcvd_bad_state", "packets dropped: the QP's state does not take them")    \
+	X(rx_drop_state, "rcvd_bad_state", "packets dropped: the QP's state does not take them")   \
 	X(rx_drop_len, "rcvd_ud_too_long", "UD datagrams dropped: larger than the receive WQE")
 
 /* Device-wide only: the endpoint and the packet checks before a QP is known,

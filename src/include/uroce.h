@@ -29,7 +29,7 @@
 #include "uroce_log.h"
 #include "transport/pkt.h"
 
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* ---- Limits: every one is enforced (ibv_query_device reports them). ---- */
 enum {
@@ -44,10 +44,10 @@ enum {
 	UROCE_MAX_PD = 16384,
 	UROCE_MAX_MW = 65536,
 	UROCE_MAX_SRQ = 16384,
-	UROCE_MAX_AH = 16384, /* rxe: 0x3fff */
-	UROCE_MAX_RD_ATOM = 128,   /* max_qp_rd_atom / max_qp_init_rd_atom: rxe's */
-	UROCE_EP_SLOTS = 256,	   /* QPNs per UDP endpoint: qpn = port << 8 | slot */
-	UROCE_MAX_MSG = 1u << 31,  /* max_msg_sz */
+	UROCE_MAX_AH = 16384,	  /* rxe: 0x3fff */
+	UROCE_MAX_RD_ATOM = 128,  /* max_qp_rd_atom / max_qp_init_rd_atom: rxe's */
+	UROCE_EP_SLOTS = 256,	  /* QPNs per UDP endpoint: qpn = port << 8 | slot */
+	UROCE_MAX_MSG = 1u << 31, /* max_msg_sz */
 	/* rxe's: a software RoCE device, no IEEE OUI (tools treat 0 as "no
 	 * device"); the part id tells uroce (0x7572, "ur") from rxe (0) */
 	UROCE_VENDOR_ID = 0xffffff,
@@ -55,7 +55,7 @@ enum {
 	UROCE_HW_VER = 1,
 };
 #define UROCE_MAX_MR_SIZE (1ull << 40)
-#define UROCE_FW_VER "0.1.0" /* fw_ver: the uroce release */
+#define UROCE_FW_VER	  "0.1.0" /* fw_ver: the uroce release */
 
 /* ---- Devices (src/net/ifaddr.c, src/verbs/device.c) ---- */
 struct uroce_gid_entry {
@@ -121,10 +121,10 @@ struct uroce_ep {
 	pthread_mutex_t tx_lock;
 	struct uroce_ep_tx *tx;
 	bool gso;
-	uint32_t rcvbuf; /* SO_RCVBUF as granted: bounds the RC send window */
-	atomic_int tx_inflight; /* packets its RC QPs have in flight (rc.h) */
-	atomic_uint rx_batches; /* recvmmsg calls that returned packets: a probe
-				   waits while the endpoint hears anything (req.c) */
+	uint32_t rcvbuf;	   /* SO_RCVBUF as granted: bounds the RC send window */
+	atomic_int tx_inflight;	   /* packets its RC QPs have in flight (rc.h) */
+	atomic_uint rx_batches;	   /* recvmmsg calls that returned packets: a probe
+				      waits while the endpoint hears anything (req.c) */
 	atomic_ullong probe_owner; /* rx_batches << 32 | 1 << 31 | QPN of the one
 				      QP that may probe during this silence (req.c) */
 	/* Some QP on this endpoint owes an ACK that an application poll
@@ -137,13 +137,15 @@ struct uroce_ep {
  * live in a shared-memory file that `uroce stat` reads; the list of
  * counters and their names is in src/core/stats.h.  All relaxed atomics. */
 #include "core/stats.h"
-#define uroce_count(ctx, field, n) atomic_fetch_add_explicit(&(ctx)->cnt->field, (n), memory_order_relaxed)
+#define uroce_count(ctx, field, n)                                                                 \
+	atomic_fetch_add_explicit(&(ctx)->cnt->field, (n), memory_order_relaxed)
 /* Count for a QP: its own slot and the device total. */
-#define uroce_qp_count(qp, field, n)                                                          \
-	(uroce_count((qp)->ctx, field, n),                                                     \
+#define uroce_qp_count(qp, field, n)                                                               \
+	(uroce_count((qp)->ctx, field, n),                                                         \
 	 atomic_fetch_add_explicit(&(qp)->stats->c.field, (n), memory_order_relaxed))
 /* The QP's slot only (where the device total is counted elsewhere). */
-#define uroce_qp_stat(qp, field, n) atomic_fetch_add_explicit(&(qp)->stats->c.field, (n), memory_order_relaxed)
+#define uroce_qp_stat(qp, field, n)                                                                \
+	atomic_fetch_add_explicit(&(qp)->stats->c.field, (n), memory_order_relaxed)
 
 /* ---- Context ---- */
 struct uroce_ctx {
@@ -162,8 +164,8 @@ struct uroce_ctx {
 	pthread_t thread;
 	bool thread_running;
 	atomic_bool stop;
-	atomic_ullong timer_ns; /* earliest armed QP timer, 0 = none */
-	int wake_epfd;		/* epoll with only wake_fd: sleep while the app polls */
+	atomic_ullong timer_ns;	   /* earliest armed QP timer, 0 = none */
+	int wake_epfd;		   /* epoll with only wake_fd: sleep while the app polls */
 	atomic_ullong app_poll_ns; /* last time an application thread polled a CQ */
 	atomic_bool prog_deep;	   /* the thread sleeps on the sockets, unbounded by a slice */
 	/* QPs with timers, scanned by the progress thread */
@@ -191,7 +193,7 @@ struct uroce_ctx {
 	void *qp1_arg;
 
 	atomic_uint npd, ncq, nqp_total;
-	atomic_uint nsrq, nah; /* against max_srq, max_ah */
+	atomic_uint nsrq, nah;	    /* against max_srq, max_ah */
 	struct uroce_counters *cnt; /* in the stats file (src/core/stats.c) */
 	struct uroce_stats *stats;
 	struct uroce_pcap *pcap; /* UROCE_PCAP capture, NULL when off (src/net/pcap.c) */
@@ -220,7 +222,10 @@ struct uroce_pd {
 	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t resource_type);
 	void *pd_context;
 };
-static inline struct uroce_pd *to_upd(struct ibv_pd *p) { return container_of(p, struct uroce_pd, ibpd); }
+static inline struct uroce_pd *to_upd(struct ibv_pd *p)
+{
+	return container_of(p, struct uroce_pd, ibpd);
+}
 /* The protection domain behind pd (itself, or a parent domain's PD). */
 static inline struct ibv_pd *uroce_pd_prot(struct ibv_pd *pd)
 {
@@ -246,18 +251,18 @@ int uroce_parent_domain_free(struct uroce_pd *pd);
 
 struct uroce_mr {
 	struct ibv_mr ibmr;
-	uint64_t iova;	/* address the peer uses (== addr unless iova2) */
+	uint64_t iova; /* address the peer uses (== addr unless iova2) */
 	uint64_t length;
 	unsigned int access;
 	struct uroce_mr *next; /* key hash chain */
 	/* The key table also holds memory windows (src/verbs/mw.c): same
 	 * fields for the bound range, plus what a window needs. */
 	enum { UROCE_KEY_MR, UROCE_KEY_MW1, UROCE_KEY_MW2 } kind;
-	uint32_t mw_qpn;	   /* type 2: the QP it is bound through */
-	struct uroce_mr *parent;   /* the MR a window is bound to */
-	atomic_uint nbound;	   /* MR: windows bound to it */
-	bool odp;		   /* IBV_ACCESS_ON_DEMAND: pages may be unmapped */
-	struct uroce_dm *dm;	   /* ibv_reg_dm_mr: the device memory it covers */
+	uint32_t mw_qpn;	 /* type 2: the QP it is bound through */
+	struct uroce_mr *parent; /* the MR a window is bound to */
+	atomic_uint nbound;	 /* MR: windows bound to it */
+	bool odp;		 /* IBV_ACCESS_ON_DEMAND: pages may be unmapped */
+	struct uroce_dm *dm;	 /* ibv_reg_dm_mr: the device memory it covers */
 };
 int uroce_key_insert(struct uroce_ctx *ctx, struct uroce_mr *mr);
 void uroce_key_remove(struct uroce_ctx *ctx, struct uroce_mr *mr);
@@ -267,7 +272,10 @@ int uroce_key_move_locked(struct uroce_ctx *ctx, struct uroce_mr *mr, uint32_t k
 enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *mw, uint32_t new_rkey,
 				 const struct ibv_mw_bind_info *bi);
 enum ibv_wc_status uroce_mw_invalidate(struct uroce_qp *qp, uint32_t rkey, bool remote);
-static inline struct uroce_mr *to_umr(struct ibv_mr *m) { return container_of(m, struct uroce_mr, ibmr); }
+static inline struct uroce_mr *to_umr(struct ibv_mr *m)
+{
+	return container_of(m, struct uroce_mr, ibmr);
+}
 
 /* Look up by key under ctx->mr_lock (caller holds it for read). */
 struct uroce_mr *uroce_mr_lookup(struct uroce_ctx *ctx, uint32_t key);
@@ -354,7 +362,7 @@ struct uroce_cq {
 	atomic_uint refs;	   /* QPs using it */
 	struct uroce_ctx *ctx;
 	/* ibv_cq_ex poll iterator and timestamps (src/verbs/cq_ex.c) */
-	struct ibv_wc cur;	   /* the completion start_poll/next_poll took */
+	struct ibv_wc cur; /* the completion start_poll/next_poll took */
 	struct uroce_cq_ts cur_ts;
 	struct uroce_cq_ts *ts;	   /* per ring slot; NULL unless wc_flags asks */
 	uint64_t wc_flags;	   /* IBV_WC_EX_WITH_* the CQ was created with */
@@ -363,7 +371,10 @@ struct uroce_cq {
 	struct ibv_pd *pdom; /* the parent domain it was created on, or NULL */
 	bool ring_custom;    /* ring from pdom's allocator (src/verbs/td.c) */
 };
-static inline struct uroce_cq *to_ucq(struct ibv_cq *c) { return container_of((struct ibv_cq_ex *)c, struct uroce_cq, ibcq); }
+static inline struct uroce_cq *to_ucq(struct ibv_cq *c)
+{
+	return container_of((struct ibv_cq_ex *)c, struct uroce_cq, ibcq);
+}
 
 /* Append one completion; notifies the channel when armed.  Takes cq->lock. */
 void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
@@ -379,9 +390,9 @@ struct uroce_sge {
 };
 
 enum uroce_wqe_state {
-	UROCE_WQE_POSTED,  /* not fully sent yet */
-	UROCE_WQE_SENT,	   /* every packet sent, awaiting ACK/response */
-	UROCE_WQE_DONE,	   /* completed (success or error) */
+	UROCE_WQE_POSTED, /* not fully sent yet */
+	UROCE_WQE_SENT,	  /* every packet sent, awaiting ACK/response */
+	UROCE_WQE_DONE,	  /* completed (success or error) */
 };
 
 struct uroce_swqe {
@@ -418,9 +429,9 @@ struct uroce_sq {
 	uint8_t *inline_buf; /* max_inline bytes per slot */
 	uint32_t size;	     /* slots (power of two) */
 	uint32_t max_wr, max_sge, max_inline;
-	uint32_t head;	     /* next to post */
-	uint32_t req;	     /* next WQE the requester sends from */
-	uint32_t tail;	     /* oldest not completed */
+	uint32_t head; /* next to post */
+	uint32_t req;  /* next WQE the requester sends from */
+	uint32_t tail; /* oldest not completed */
 };
 
 struct uroce_rq {
@@ -456,8 +467,8 @@ struct uroce_qp {
 	struct uroce_ipinfo path; /* addresses and ports for outgoing packets */
 	uint32_t mtu;		  /* path MTU in bytes */
 	bool sq_sig_all;
-	uint8_t tr;		/* transport class of its opcodes: UR_TR_RC/UC/UD/XRC */
-	struct ibv_xrcd *xrcd;	/* XRC_RECV: its domain */
+	uint8_t tr;	       /* transport class of its opcodes: UR_TR_RC/UC/UD/XRC */
+	struct ibv_xrcd *xrcd; /* XRC_RECV: its domain */
 	struct uroce_sq sq;
 	struct uroce_rq rq;
 	/* ibv_wr_* batch (src/verbs/qp_ex.c); NULL unless created with
@@ -473,13 +484,13 @@ struct uroce_qp {
 
 	/* requester (src/transport/req.c) */
 	struct {
-		uint32_t psn;	     /* next PSN to send */
-		uint32_t offset;     /* bytes of sq.wqe[sq.req] already sent */
-		uint32_t inflight;   /* packets sent and not acknowledged */
-		uint32_t counted;    /* the part of inflight in ep->tx_inflight */
+		uint32_t psn;	      /* next PSN to send */
+		uint32_t offset;      /* bytes of sq.wqe[sq.req] already sent */
+		uint32_t inflight;    /* packets sent and not acknowledged */
+		uint32_t counted;     /* the part of inflight in ep->tx_inflight */
 		uint32_t rd_inflight; /* READ/atomic requests outstanding */
-		uint32_t una_psn;    /* oldest unacknowledged PSN */
-		uint32_t max_psn;    /* past the highest PSN ever sent (before a go-back) */
+		uint32_t una_psn;     /* oldest unacknowledged PSN */
+		uint32_t max_psn;     /* past the highest PSN ever sent (before a go-back) */
 		int retry_cnt, rnr_retry;
 		uint64_t deadline_ns; /* retransmit timer (a probe or the timeout); 0 = idle */
 		uint64_t progress_ns; /* when the timeout last started over */
@@ -490,7 +501,7 @@ struct uroce_qp {
 		uint8_t probes;	       /* probes sent since the timeout started over */
 		unsigned int probe_rx; /* ep->rx_batches when the probe was armed */
 		uint64_t rnr_until_ns; /* RNR back-off: do not send before */
-		bool need_retry;    /* went back to retry_psn; ignore gaps until una moves */
+		bool need_retry;       /* went back to retry_psn; ignore gaps until una moves */
 		uint32_t retry_psn;
 		bool halted; /* sq.wqe[halt_at] failed: send nothing from it on */
 		uint32_t halt_at;
@@ -503,10 +514,10 @@ struct uroce_qp {
 
 	/* responder (src/transport/resp.c) */
 	struct {
-		uint32_t psn;	 /* expected PSN */
+		uint32_t psn; /* expected PSN */
 		uint32_t msn;
-		bool nak_sent;	 /* a PSN sequence NAK is outstanding */
-		bool in_send;	 /* a multi-packet SEND is in progress */
+		bool nak_sent; /* a PSN sequence NAK is outstanding */
+		bool in_send;  /* a multi-packet SEND is in progress */
 		bool in_write;
 		bool have_rwqe;
 		struct uroce_rwqe rwqe;
@@ -520,31 +531,37 @@ struct uroce_qp {
 		uint32_t ack_psn;
 		uint8_t ack_syn;
 		int rnr_timer;
-		bool drop_msg;		 /* UC: drop the rest of a damaged message */
-		bool acked;		 /* an ACK for acked_psn went out */
-		bool comm_est;		 /* IBV_EVENT_COMM_EST reported */
+		bool drop_msg; /* UC: drop the rest of a damaged message */
+		bool acked;    /* an ACK for acked_psn went out */
+		bool comm_est; /* IBV_EVENT_COMM_EST reported */
 		uint32_t acked_psn;
-		struct ibv_srq *xsrq;	 /* XRC: the SRQ named by this packet's XRCETH */
-		uint32_t xsrqn;		 /* XRC: the SRQ number of the message in progress */
+		struct ibv_srq *xsrq; /* XRC: the SRQ named by this packet's XRCETH */
+		uint32_t xsrqn;	      /* XRC: the SRQ number of the message in progress */
 	} resp;
 };
-static inline struct uroce_qp *to_uqp(struct ibv_qp *q) { return container_of((struct ibv_qp_ex *)q, struct uroce_qp, ibqp); }
+static inline struct uroce_qp *to_uqp(struct ibv_qp *q)
+{
+	return container_of((struct ibv_qp_ex *)q, struct uroce_qp, ibqp);
+}
 
 /* ---- shared receive queues (src/verbs/srq.c) ---- */
 struct uroce_srq {
 	struct ibv_srq ibsrq;
 	pthread_mutex_t lock; /* taken inside qp->lock by the responder */
 	struct uroce_rq rq;
-	uint32_t limit;	      /* armed limit; 0 = not armed */
+	uint32_t limit; /* armed limit; 0 = not armed */
 	enum ibv_srq_type type;
-	struct ibv_cq *cq;    /* XRC SRQ: the completion queue */
+	struct ibv_cq *cq; /* XRC SRQ: the completion queue */
 	struct ibv_xrcd *xrcd;
 	uint32_t srq_num;
-	atomic_uint refs;     /* QPs attached */
+	atomic_uint refs; /* QPs attached */
 	struct uroce_ctx *ctx;
-	bool wqe_custom;      /* rq.wqe from a parent domain's allocator (td.c) */
+	bool wqe_custom; /* rq.wqe from a parent domain's allocator (td.c) */
 };
-static inline struct uroce_srq *to_usrq(struct ibv_srq *s) { return container_of(s, struct uroce_srq, ibsrq); }
+static inline struct uroce_srq *to_usrq(struct ibv_srq *s)
+{
+	return container_of(s, struct uroce_srq, ibsrq);
+}
 
 /* Take the next receive WQE for qp (from its SRQ if it has one).  False when
  * none is posted.  qp->lock held. */
@@ -565,7 +582,10 @@ struct uroce_ah {
 	struct ibv_ah_attr attr;
 	struct uroce_ipinfo path; /* addresses; ports are filled per packet */
 };
-static inline struct uroce_ah *to_uah(struct ibv_ah *a) { return container_of(a, struct uroce_ah, ibah); }
+static inline struct uroce_ah *to_uah(struct ibv_ah *a)
+{
+	return container_of(a, struct uroce_ah, ibah);
+}
 
 /* Resolve an address vector (RoCE: a GRH with dgid and sgid_index) into the
  * IP addresses of a path.  Returns 0 or EINVAL with the reason in why. */

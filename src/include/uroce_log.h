@@ -19,15 +19,15 @@ extern int uroce_log_level;
 
 void uroce_log_init(void);
 void uroce_log_print(enum uroce_log_level lvl, const char *func, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
-#define uroce_log(lvl, ...)                                                    \
+#define uroce_log(lvl, ...)                                                                        \
 	((lvl) <= uroce_log_level ? uroce_log_print((lvl), __func__, __VA_ARGS__) : (void)0)
 
-#define ur_err(...) uroce_log(UROCE_LOG_ERROR, __VA_ARGS__)
-#define ur_warn(...) uroce_log(UROCE_LOG_WARN, __VA_ARGS__)
-#define ur_info(...) uroce_log(UROCE_LOG_INFO, __VA_ARGS__)
-#define ur_dbg(...) uroce_log(UROCE_LOG_DEBUG, __VA_ARGS__)
+#define ur_err(...)   uroce_log(UROCE_LOG_ERROR, __VA_ARGS__)
+#define ur_warn(...)  uroce_log(UROCE_LOG_WARN, __VA_ARGS__)
+#define ur_info(...)  uroce_log(UROCE_LOG_INFO, __VA_ARGS__)
+#define ur_dbg(...)   uroce_log(UROCE_LOG_DEBUG, __VA_ARGS__)
 #define ur_trace(...) uroce_log(UROCE_LOG_TRACE, __VA_ARGS__)
 
 /* Log why at debug level, set errno and evaluate to -err. */

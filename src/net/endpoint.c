@@ -59,8 +59,7 @@ static void set_bufsz(int fd, int opt_force, int opt)
 static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint16_t port,
 				bool reuse, uint32_t nslot, int *bind_err)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = addr,
-				  .sin_port = htons(port) };
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = addr, .sin_port = htons(port)};
 	socklen_t sl = sizeof(sa);
 	struct uroce_ep *ep;
 	int one = 1, pmtu = IP_PMTUDISC_DO;
@@ -116,7 +115,7 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 		ep->rx->msg[i].msg_hdr.msg_iovlen = 1;
 	}
 	if (ctx->epfd >= 0) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = ep };
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
 
 		if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ep->fd, &ev)) {
 			ur_err("epoll_ctl: %s", strerror(errno));
@@ -265,7 +264,7 @@ struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32
 	if (!ep) {
 		if (ctx->nep >= (int)(sizeof(ctx->ep) / sizeof(ctx->ep[0])))
 			return NULL;
-		ep = uroce_ep_open(ctx, (struct in_addr){ INADDR_ANY }, 0, false);
+		ep = uroce_ep_open(ctx, (struct in_addr){INADDR_ANY}, 0, false);
 		if (!ep)
 			return NULL;
 		ctx->ep[ctx->nep] = ep;
@@ -354,7 +353,8 @@ static void udp_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m, struct u
 		cm->cmsg_len = CMSG_LEN(sizeof(tos));
 		memcpy(CMSG_DATA(cm), &tos, sizeof(tos));
 	}
-	mh->msg_controllen = CMSG_SPACE(sizeof(pi)) + (m->gso_size ? CMSG_SPACE(sizeof(uint16_t)) : 0) +
+	mh->msg_controllen = CMSG_SPACE(sizeof(pi)) +
+			     (m->gso_size ? CMSG_SPACE(sizeof(uint16_t)) : 0) +
 			     (m->ip->tos ? CMSG_SPACE(sizeof(int)) : 0);
 }
 
@@ -452,8 +452,7 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 				 uroce_opcode_name(pkt.opcode), pkt.psn, ipid);
 		} else {
 			/* IBTA C9-?: a packet with a bad ICRC is silently dropped */
-			ur_dbg("drop %s psn %u: bad ICRC", uroce_opcode_name(pkt.opcode),
-			       pkt.psn);
+			ur_dbg("drop %s psn %u: bad ICRC", uroce_opcode_name(pkt.opcode), pkt.psn);
 			uroce_count(ctx, rx_drop_icrc, 1);
 			return;
 		}
@@ -499,7 +498,7 @@ static void deliver_shm(struct uroce_ep *ep, uint8_t *data, size_t len,
 }
 
 /* UROCE_FAULT (src/net/fault.c) sends and delivers held packets with these. */
-static const struct uroce_fault_ops fault_ops = { .xmit = ep_xmit_raw, .deliver = deliver };
+static const struct uroce_fault_ops fault_ops = {.xmit = ep_xmit_raw, .deliver = deliver};
 
 int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len)
 {
@@ -514,7 +513,7 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 		     const struct msghdr *mh)
 {
 	struct uroce_ctx *ctx = ep->ctx;
-	struct uroce_ipinfo ip = { .family = AF_INET };
+	struct uroce_ipinfo ip = {.family = AF_INET};
 	struct cmsghdr *cm;
 	bool have_dst = false;
 	uint32_t gro;

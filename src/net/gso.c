@@ -37,8 +37,8 @@
 #define UDP_GRO 104
 #endif
 
-#define GSO_MAX_SEGS 64
-#define GSO_MAX_BYTES 63000 /* a UDP datagram carries at most 65507 bytes */
+#define GSO_MAX_SEGS   64
+#define GSO_MAX_BYTES  63000 /* a UDP datagram carries at most 65507 bytes */
 #define GSO_MAX_GROUPS UROCE_UDP_MAX_MSGS
 #define GSO_BUF_BYTES  (4 * GSO_MAX_BYTES)
 
@@ -164,7 +164,8 @@ static void ipid_fixup(const struct uroce_ipinfo *ip, uint8_t *p, uint32_t len)
 	}
 	if (!(have & (1ull << k))) {
 		ip0.ipid = 0;
-		delta[k] = uroce_icrc_compute(ip, p, len - 4) ^ uroce_icrc_compute(&ip0, p, len - 4);
+		delta[k] =
+		    uroce_icrc_compute(ip, p, len - 4) ^ uroce_icrc_compute(&ip0, p, len - 4);
 		have |= 1ull << k;
 	}
 	memcpy(&wire, p + len - 4, 4);
@@ -183,8 +184,7 @@ void uroce_ep_flush(struct uroce_ep *ep)
 
 /* Queue one packet (BTH..ICRC, ICRC computed for ID 0).  Returns false when
  * the endpoint does not batch: the caller sends it itself. */
-bool uroce_gso_add(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf,
-		   size_t len)
+bool uroce_gso_add(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len)
 {
 	struct uroce_ep_tx *tx = ep->tx;
 	struct uroce_ipinfo seg_ip;

@@ -137,11 +137,17 @@ static void finish_dev(struct uroce_dev *d, int sock)
 	/* Node GUID: the EUI-64 of the MAC; interfaces without a MAC (lo)
 	 * get one derived from their first address. */
 	if (d->mac[0] | d->mac[1] | d->mac[2] | d->mac[3] | d->mac[4] | d->mac[5]) {
-		uint8_t e[8] = { (uint8_t)(d->mac[0] ^ 2), d->mac[1], d->mac[2], 0xff, 0xfe,
-				 d->mac[3], d->mac[4], d->mac[5] };
+		uint8_t e[8] = {(uint8_t)(d->mac[0] ^ 2),
+				d->mac[1],
+				d->mac[2],
+				0xff,
+				0xfe,
+				d->mac[3],
+				d->mac[4],
+				d->mac[5]};
 		memcpy(&g, e, 8);
 	} else {
-		uint8_t e[8] = { 0x02, 0x00, 'u', 'r', 0, 0, 0, (uint8_t)d->ifindex };
+		uint8_t e[8] = {0x02, 0x00, 'u', 'r', 0, 0, 0, (uint8_t)d->ifindex};
 
 		if (d->ngid)
 			memcpy(&e[4], &d->gid[0].gid.raw[12], 4);

@@ -135,7 +135,7 @@ enum uroce_hdr_mask {
 struct uroce_opcode_info {
 	const char *name; /* NULL: opcode not supported, the packet is dropped */
 	uint32_t mask;
-	uint8_t length;	  /* bytes of BTH + extended headers */
+	uint8_t length; /* bytes of BTH + extended headers */
 	uint8_t offset[UR_NUM_HDR_TYPES];
 };
 
@@ -163,16 +163,16 @@ enum uroce_nak_code {
 };
 
 #define UR_AETH_CREDIT_INVALID 0x1f
-#define UR_PSN_MASK 0xffffffu
-#define UR_QPN_MASK 0xffffffu
-#define UR_DEFAULT_PKEY 0xffff
-#define UR_ROCE_PORT 4791
+#define UR_PSN_MASK	       0xffffffu
+#define UR_QPN_MASK	       0xffffffu
+#define UR_DEFAULT_PKEY	       0xffff
+#define UR_ROCE_PORT	       4791
 
 /* A parsed (or being-built) packet: a view over a buffer. */
 struct uroce_pkt {
-	uint8_t *bth;	  /* start of the IB transport headers */
-	uint32_t len;	  /* bytes from BTH through the ICRC */
-	uint32_t mask;	  /* uroce_opcode[opcode].mask */
+	uint8_t *bth;  /* start of the IB transport headers */
+	uint32_t len;  /* bytes from BTH through the ICRC */
+	uint32_t mask; /* uroce_opcode[opcode].mask */
 	uint32_t qpn;
 	uint32_t psn;
 	uint8_t *payload; /* first payload byte */
@@ -194,8 +194,8 @@ int uroce_pkt_parse(struct uroce_pkt *pkt, uint8_t *buf, size_t len);
  * opcode, pad count, TVer 0, P_Key 0xFFFF, qpn, psn; sets pkt->payload.  The
  * caller fills extended headers with the setters below and copies the
  * payload, then calls uroce_pkt_finish(). */
-void uroce_pkt_init(struct uroce_pkt *pkt, uint8_t *buf, uint8_t opcode, uint32_t qpn,
-		    uint32_t psn, uint32_t paylen);
+void uroce_pkt_init(struct uroce_pkt *pkt, uint8_t *buf, uint8_t opcode, uint32_t qpn, uint32_t psn,
+		    uint32_t paylen);
 
 static inline uint32_t uroce_pkt_wire_len(uint8_t opcode, uint32_t paylen)
 {
@@ -223,7 +223,8 @@ struct uroce_ipinfo {
  * IP header with the variant fields masked, the UDP header with its checksum
  * masked, the BTH with the resv8a/FECN/BECN byte masked, and everything up
  * to the ICRC.  IPv4 is assumed as uroce sends it: IHL 5, ID 0, DF set. */
-uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc);
+uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth,
+			    uint32_t len_no_icrc);
 /* Zero the pad bytes and write the ICRC at the end of the packet. */
 void uroce_pkt_finish(struct uroce_pkt *pkt, const struct uroce_ipinfo *ip);
 /* True when the packet's ICRC matches. */
@@ -295,9 +296,18 @@ static inline bool ur_bth_pkey_ok(const struct uroce_pkt *p)
 }
 
 /* RETH: VA(64) R_Key(32) DMA length(32) */
-static inline uint64_t ur_reth_va(const struct uroce_pkt *p) { return ur_get64(ur_hdr(p, UR_RETH)); }
-static inline uint32_t ur_reth_rkey(const struct uroce_pkt *p) { return ur_get32(ur_hdr(p, UR_RETH) + 8); }
-static inline uint32_t ur_reth_len(const struct uroce_pkt *p) { return ur_get32(ur_hdr(p, UR_RETH) + 12); }
+static inline uint64_t ur_reth_va(const struct uroce_pkt *p)
+{
+	return ur_get64(ur_hdr(p, UR_RETH));
+}
+static inline uint32_t ur_reth_rkey(const struct uroce_pkt *p)
+{
+	return ur_get32(ur_hdr(p, UR_RETH) + 8);
+}
+static inline uint32_t ur_reth_len(const struct uroce_pkt *p)
+{
+	return ur_get32(ur_hdr(p, UR_RETH) + 12);
+}
 static inline void ur_reth_set(struct uroce_pkt *p, uint64_t va, uint32_t rkey, uint32_t len)
 {
 	uint8_t *h = ur_hdr(p, UR_RETH);
@@ -307,19 +317,38 @@ static inline void ur_reth_set(struct uroce_pkt *p, uint64_t va, uint32_t rkey, 
 }
 
 /* AETH: Syndrome(8) MSN(24) */
-static inline uint8_t ur_aeth_syn(const struct uroce_pkt *p) { return ur_hdr(p, UR_AETH)[0]; }
-static inline uint32_t ur_aeth_msn(const struct uroce_pkt *p) { return ur_get32(ur_hdr(p, UR_AETH)) & 0xffffffu; }
+static inline uint8_t ur_aeth_syn(const struct uroce_pkt *p)
+{
+	return ur_hdr(p, UR_AETH)[0];
+}
+static inline uint32_t ur_aeth_msn(const struct uroce_pkt *p)
+{
+	return ur_get32(ur_hdr(p, UR_AETH)) & 0xffffffu;
+}
 static inline void ur_aeth_set(struct uroce_pkt *p, uint8_t syn, uint32_t msn)
 {
 	ur_put32(ur_hdr(p, UR_AETH), ((uint32_t)syn << 24) | (msn & 0xffffffu));
 }
 
 /* AtomicETH: VA(64) R_Key(32) Swap/Add(64) Compare(64) */
-static inline uint64_t ur_atmeth_va(const struct uroce_pkt *p) { return ur_get64(ur_hdr(p, UR_ATMETH)); }
-static inline uint32_t ur_atmeth_rkey(const struct uroce_pkt *p) { return ur_get32(ur_hdr(p, UR_ATMETH) + 8); }
-static inline uint64_t ur_atmeth_swap_add(const struct uroce_pkt *p) { return ur_get64(ur_hdr(p, UR_ATMETH) + 12); }
-static inline uint64_t ur_atmeth_cmp(const struct uroce_pkt *p) { return ur_get64(ur_hdr(p, UR_ATMETH) + 20); }
-static inline void ur_atmeth_set(struct uroce_pkt *p, uint64_t va, uint32_t rkey, uint64_t swap_add, uint64_t cmp)
+static inline uint64_t ur_atmeth_va(const struct uroce_pkt *p)
+{
+	return ur_get64(ur_hdr(p, UR_ATMETH));
+}
+static inline uint32_t ur_atmeth_rkey(const struct uroce_pkt *p)
+{
+	return ur_get32(ur_hdr(p, UR_ATMETH) + 8);
+}
+static inline uint64_t ur_atmeth_swap_add(const struct uroce_pkt *p)
+{
+	return ur_get64(ur_hdr(p, UR_ATMETH) + 12);
+}
+static inline uint64_t ur_atmeth_cmp(const struct uroce_pkt *p)
+{
+	return ur_get64(ur_hdr(p, UR_ATMETH) + 20);
+}
+static inline void ur_atmeth_set(struct uroce_pkt *p, uint64_t va, uint32_t rkey, uint64_t swap_add,
+				 uint64_t cmp)
 {
 	uint8_t *h = ur_hdr(p, UR_ATMETH);
 	ur_put64(h, va);
@@ -329,8 +358,14 @@ static inline void ur_atmeth_set(struct uroce_pkt *p, uint64_t va, uint32_t rkey
 }
 
 /* AtomicAckETH: original remote data(64) */
-static inline uint64_t ur_atmack_orig(const struct uroce_pkt *p) { return ur_get64(ur_hdr(p, UR_ATMACK)); }
-static inline void ur_atmack_set(struct uroce_pkt *p, uint64_t orig) { ur_put64(ur_hdr(p, UR_ATMACK), orig); }
+static inline uint64_t ur_atmack_orig(const struct uroce_pkt *p)
+{
+	return ur_get64(ur_hdr(p, UR_ATMACK));
+}
+static inline void ur_atmack_set(struct uroce_pkt *p, uint64_t orig)
+{
+	ur_put64(ur_hdr(p, UR_ATMACK), orig);
+}
 
 /* ImmDt and IETH are carried as raw network-order words (ibv_wc.imm_data
  * is __be32 too). */
@@ -340,13 +375,28 @@ static inline uint32_t ur_immdt_raw(const struct uroce_pkt *p)
 	memcpy(&v, ur_hdr(p, UR_IMMDT), 4);
 	return v;
 }
-static inline void ur_immdt_set_raw(struct uroce_pkt *p, uint32_t be_imm) { memcpy(ur_hdr(p, UR_IMMDT), &be_imm, 4); }
-static inline uint32_t ur_ieth_rkey(const struct uroce_pkt *p) { return ur_get32(ur_hdr(p, UR_IETH)); }
-static inline void ur_ieth_set(struct uroce_pkt *p, uint32_t rkey) { ur_put32(ur_hdr(p, UR_IETH), rkey); }
+static inline void ur_immdt_set_raw(struct uroce_pkt *p, uint32_t be_imm)
+{
+	memcpy(ur_hdr(p, UR_IMMDT), &be_imm, 4);
+}
+static inline uint32_t ur_ieth_rkey(const struct uroce_pkt *p)
+{
+	return ur_get32(ur_hdr(p, UR_IETH));
+}
+static inline void ur_ieth_set(struct uroce_pkt *p, uint32_t rkey)
+{
+	ur_put32(ur_hdr(p, UR_IETH), rkey);
+}
 
 /* DETH: Q_Key(32) resv8(8) SrcQP(24) */
-static inline uint32_t ur_deth_qkey(const struct uroce_pkt *p) { return ur_get32(ur_hdr(p, UR_DETH)); }
-static inline uint32_t ur_deth_sqp(const struct uroce_pkt *p) { return ur_get32(ur_hdr(p, UR_DETH) + 4) & 0xffffffu; }
+static inline uint32_t ur_deth_qkey(const struct uroce_pkt *p)
+{
+	return ur_get32(ur_hdr(p, UR_DETH));
+}
+static inline uint32_t ur_deth_sqp(const struct uroce_pkt *p)
+{
+	return ur_get32(ur_hdr(p, UR_DETH) + 4) & 0xffffffu;
+}
 static inline void ur_deth_set(struct uroce_pkt *p, uint32_t qkey, uint32_t sqp)
 {
 	uint8_t *h = ur_hdr(p, UR_DETH);
@@ -355,8 +405,14 @@ static inline void ur_deth_set(struct uroce_pkt *p, uint32_t qkey, uint32_t sqp)
 }
 
 /* XRCETH: resv8(8) XRCSRQ(24) */
-static inline uint32_t ur_xrceth_srqn(const struct uroce_pkt *p) { return ur_get32(ur_hdr(p, UR_XRCETH)) & 0xffffffu; }
-static inline void ur_xrceth_set(struct uroce_pkt *p, uint32_t srqn) { ur_put32(ur_hdr(p, UR_XRCETH), srqn & 0xffffffu); }
+static inline uint32_t ur_xrceth_srqn(const struct uroce_pkt *p)
+{
+	return ur_get32(ur_hdr(p, UR_XRCETH)) & 0xffffffu;
+}
+static inline void ur_xrceth_set(struct uroce_pkt *p, uint32_t srqn)
+{
+	ur_put32(ur_hdr(p, UR_XRCETH), srqn & 0xffffffu);
+}
 
 /* PSN arithmetic modulo 2^24: negative when a precedes b. */
 static inline int32_t ur_psn_diff(uint32_t a, uint32_t b)

@@ -13,7 +13,7 @@
 
 /* Packets a requester may have in flight per QP, and how often it asks for
  * an ACK inside a long message (the last packet of a message always does). */
-#define UROCE_WINDOW 256u
+#define UROCE_WINDOW	   256u
 #define UROCE_ACKREQ_EVERY 32u
 
 /* What all the QPs of an endpoint may have in flight together: 8 or 255

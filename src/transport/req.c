@@ -176,8 +176,8 @@ static bool ack_wanted(const struct uroce_qp *qp, bool last)
 {
 	uint32_t w = rc_window(qp), b = rc_ep_budget(qp);
 
-	return last || (qp->req.psn % UROCE_ACKREQ_EVERY) == 0 || qp->req.inflight + 1 == w - w / 4 ||
-	       rc_ep_inflight(qp) + 1 >= b - b / 4;
+	return last || (qp->req.psn % UROCE_ACKREQ_EVERY) == 0 ||
+	       qp->req.inflight + 1 == w - w / 4 || rc_ep_inflight(qp) + 1 >= b - b / 4;
 }
 
 /* Build and send the packet of w (a SEND or WRITE) at byte offset off with
@@ -323,8 +323,8 @@ static void atomic_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t psn)
 	uroce_pkt_init(&pkt, buf, opc | qp->tr, qp->attr.dest_qp_num, psn, 0);
 	if (pkt.mask & URM_XRCETH)
 		ur_xrceth_set(&pkt, w->xrc_srqn);
-	ur_atmeth_set(&pkt, w->remote_addr, w->rkey, w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap
-											     : w->compare_add,
+	ur_atmeth_set(&pkt, w->remote_addr, w->rkey,
+		      w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap : w->compare_add,
 		      w->compare_add);
 	ur_bth_set_ackreq(&pkt, true);
 	ur_bth_set_psn(&pkt, psn);

@@ -28,9 +28,9 @@ enum resp_state {
 };
 
 static const char *const resp_state_name[] = {
-	"check-psn", "check-op-seq", "check-resource", "check-rkey", "execute",
-	"duplicate", "done",	     "nak-psn-seq",    "rnr-nak",    "nak-invalid-req",
-	"nak-access", "nak-op-err",  "drop",
+    "check-psn",  "check-op-seq", "check-resource", "check-rkey", "execute",
+    "duplicate",  "done",	  "nak-psn-seq",    "rnr-nak",	  "nak-invalid-req",
+    "nak-access", "nak-op-err",	  "drop",
 };
 
 /* XRC: the SRQ named by the packet's XRCETH supplies the receive WQE, the
@@ -113,12 +113,12 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_pkt *pkt, enum ibv_w
 			  enum ibv_wc_opcode op, uint32_t byte_len)
 {
 	struct ibv_wc wc = {
-		.wr_id = qp->resp.rwqe.wr_id,
-		.status = st,
-		.opcode = op,
-		.byte_len = byte_len,
-		.qp_num = qp->ibqp.qp_base.qp_num,
-		.src_qp = qp->attr.dest_qp_num,
+	    .wr_id = qp->resp.rwqe.wr_id,
+	    .status = st,
+	    .opcode = op,
+	    .byte_len = byte_len,
+	    .qp_num = qp->ibqp.qp_base.qp_num,
+	    .src_qp = qp->attr.dest_qp_num,
 	};
 
 	if (pkt && (pkt->mask & URM_IMMDT)) {
@@ -201,8 +201,7 @@ static enum resp_state check_op_seq(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (qp->resp.in_send)
 		return cont && (pkt->mask & URM_SEND) ? RESPST_CHECK_RESOURCE : RESPST_NAK_INVALID;
 	if (qp->resp.in_write)
-		return cont && (pkt->mask & URM_WRITE) ? RESPST_CHECK_RESOURCE
-						       : RESPST_NAK_INVALID;
+		return cont && (pkt->mask & URM_WRITE) ? RESPST_CHECK_RESOURCE : RESPST_NAK_INVALID;
 	if (cont)
 		return RESPST_NAK_INVALID;
 	return RESPST_CHECK_RESOURCE;
@@ -250,15 +249,15 @@ static bool rkey_ok(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t le
 
 static enum resp_state check_rkey(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
-	unsigned int access = (pkt->mask & URM_READ) ? IBV_ACCESS_REMOTE_READ
-						     : IBV_ACCESS_REMOTE_WRITE;
+	unsigned int access =
+	    (pkt->mask & URM_READ) ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
 	bool ok;
 
 	if (pkt->mask & URM_ATOMIC) {
 		/* C9-?: an atomic's address must be 8-byte aligned */
 		if (ur_atmeth_va(pkt) & 7) {
-			ur_dbg("QP 0x%06x: atomic at misaligned va 0x%llx",
-			       qp->ibqp.qp_base.qp_num, (unsigned long long)ur_atmeth_va(pkt));
+			ur_dbg("QP 0x%06x: atomic at misaligned va 0x%llx", qp->ibqp.qp_base.qp_num,
+			       (unsigned long long)ur_atmeth_va(pkt));
 			return RESPST_NAK_INVALID;
 		}
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
@@ -373,12 +372,12 @@ static void send_read_resp(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint3
 
 		if (paylen > qp->mtu)
 			paylen = qp->mtu;
-		opc = n == 1		? UR_OPC_READ_RESP_ONLY
-		      : i == 0		? UR_OPC_READ_RESP_FIRST
-		      : i == n - 1	? UR_OPC_READ_RESP_LAST
-					: UR_OPC_READ_RESP_MIDDLE;
-		uroce_pkt_init(&pkt, buf, opc | qp->tr, qp->attr.dest_qp_num, (psn + i) & UR_PSN_MASK,
-			       paylen);
+		opc = n == 1	   ? UR_OPC_READ_RESP_ONLY
+		      : i == 0	   ? UR_OPC_READ_RESP_FIRST
+		      : i == n - 1 ? UR_OPC_READ_RESP_LAST
+				   : UR_OPC_READ_RESP_MIDDLE;
+		uroce_pkt_init(&pkt, buf, opc | qp->tr, qp->attr.dest_qp_num,
+			       (psn + i) & UR_PSN_MASK, paylen);
 		if (pkt.mask & URM_AETH)
 			ur_aeth_set(&pkt, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.msn);
 		if (paylen) {
@@ -454,7 +453,8 @@ static enum resp_state exec_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return RESPST_NAK_ACCESS;
 	}
 	if (p) {
-		if (pkt->opcode == UR_OPC_FETCH_ADD || pkt->opcode == (UR_TR_XRC | UR_OPC_FETCH_ADD)) {
+		if (pkt->opcode == UR_OPC_FETCH_ADD ||
+		    pkt->opcode == (UR_TR_XRC | UR_OPC_FETCH_ADD)) {
 			orig = __atomic_fetch_add(p, ur_atmeth_swap_add(pkt), __ATOMIC_SEQ_CST);
 		} else {
 			orig = ur_atmeth_cmp(pkt);
@@ -552,9 +552,9 @@ static void rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			qp->resp.xsrqn = n;
 		qp->resp.xsrq = uroce_xrc_srq_find(qp->ctx, qp->resp.xsrqn, qp->xrcd);
 		if (!qp->resp.xsrq || n != qp->resp.xsrqn) {
-			ur_dbg("QP 0x%06x: XRCETH names SRQ %u, not %s", qp->ibqp.qp_base.qp_num,
-			       n, qp->resp.xsrq ? "the SRQ of the message in progress"
-						: "one of this XRC domain");
+			ur_dbg("QP 0x%06x: XRCETH names SRQ %u, not %s", qp->ibqp.qp_base.qp_num, n,
+			       qp->resp.xsrq ? "the SRQ of the message in progress"
+					     : "one of this XRC domain");
 			s = RESPST_NAK_INVALID;
 		}
 	}
@@ -627,13 +627,12 @@ static void rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		case RESPST_NAK_INVALID:
 		case RESPST_NAK_ACCESS:
 		case RESPST_NAK_OP: {
-			static const uint8_t code[] = { UR_NAK_INVALID_REQ, UR_NAK_REM_ACCESS_ERR,
-							UR_NAK_REM_OP_ERR };
+			static const uint8_t code[] = {UR_NAK_INVALID_REQ, UR_NAK_REM_ACCESS_ERR,
+						       UR_NAK_REM_OP_ERR};
 			/* IBTA 11.6.3.1: the affiliated asynchronous error the
 			 * responder reports on its own QP */
-			static const enum ibv_event_type ev[] = { IBV_EVENT_QP_REQ_ERR,
-								  IBV_EVENT_QP_ACCESS_ERR,
-								  IBV_EVENT_QP_FATAL };
+			static const enum ibv_event_type ev[] = {
+			    IBV_EVENT_QP_REQ_ERR, IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_QP_FATAL};
 
 			uroce_qp_count(qp, naks_tx, 1);
 			send_nak(qp, UR_AETH_NAK | code[s - RESPST_NAK_INVALID], pkt->psn);

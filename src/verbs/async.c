@@ -32,7 +32,7 @@ static bool is_qp_event(enum ibv_event_type type)
 
 void uroce_async_event(struct uroce_ctx *ctx, enum ibv_event_type type, void *obj)
 {
-	struct uroce_async_rec r = { .type = (uint32_t)type, .port = 1, .obj = obj };
+	struct uroce_async_rec r = {.type = (uint32_t)type, .port = 1, .obj = obj};
 
 	pthread_mutex_lock(&ctx->async_lock);
 	if (write(ctx->async_wr_fd, &r, sizeof(r)) != sizeof(r))

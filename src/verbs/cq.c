@@ -205,8 +205,7 @@ UROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 	return cq ? ibv_cq_ex_to_cq(&cq->ibcq) : NULL;
 }
 
-struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *context,
-				     struct ibv_cq_init_attr_ex *attr)
+struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr)
 {
 	struct uroce_cq *cq;
 	int err = uroce_cq_ex_check(context, attr);
@@ -267,8 +266,7 @@ static void notify(struct uroce_cq *cq)
 	uint64_t h = cq->handle;
 
 	if (ch && write(ch->wr_fd, &h, sizeof(h)) != sizeof(h))
-		ur_warn("completion channel full: event for CQ %llu lost",
-			(unsigned long long)h);
+		ur_warn("completion channel full: event for CQ %llu lost", (unsigned long long)h);
 }
 
 void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
@@ -323,8 +321,8 @@ void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
 	cq->tail = (cq->head + kept) % cq->size;
 	pthread_mutex_unlock(&cq->lock);
 	if (kept != n)
-		ur_dbg("CQ %p: %u completions of QP 0x%06x removed (QP reset)", (void *)cq, n - kept,
-		       qpn);
+		ur_dbg("CQ %p: %u completions of QP 0x%06x removed (QP reset)", (void *)cq,
+		       n - kept, qpn);
 }
 
 /* An application thread that has found its CQs empty for this long sends

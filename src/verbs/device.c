@@ -58,7 +58,7 @@ __attribute__((destructor)) static void uroce_exit_send_acks(void)
 
 static const struct {
 	const char *name;
-} uroce_dev_ops = { "uroce" };
+} uroce_dev_ops = {"uroce"};
 
 __attribute__((constructor)) static void uroce_init(void)
 {
@@ -132,9 +132,9 @@ static struct uroce_dev *to_udev(struct ibv_context *c)
  * CHANGE_PHY_PORT (one port), PORT_ACTIVE_EVENT (the port never changes
  * state, so no port event is ever raised). */
 #define UROCE_DEVICE_CAP_FLAGS                                                                     \
-	(IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_SYS_IMAGE_GUID |                               \
-	 IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_XRC |                       \
-	 IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_MEM_WINDOW_TYPE_2B)
+	(IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |   \
+	 IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_XRC | IBV_DEVICE_MEM_MGT_EXTENSIONS |                  \
+	 IBV_DEVICE_MEM_WINDOW_TYPE_2B)
 
 static void fill_device_attr(struct uroce_dev *d, struct ibv_device_attr *a)
 {
@@ -268,7 +268,7 @@ UROCE_EXPORT int ibv_query_port(struct ibv_context *context, uint8_t port_num,
 		return ur_dbg("query_port: context and port_attr must not be NULL"), EINVAL;
 	return uroce_query_port(context, port_num, port_attr,
 				offsetof(struct ibv_port_attr, port_cap_flags2) +
-					sizeof(port_attr->port_cap_flags2));
+				    sizeof(port_attr->port_cap_flags2));
 }
 
 UROCE_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index,
@@ -293,8 +293,9 @@ UROCE_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, i
 				__be16 *pkey)
 {
 	if (!context || !pkey || port_num != 1 || index != 0) {
-		ur_dbg("query_pkey: port %u index %d: the device has port 1 with one P_Key, index 0",
-		       port_num, index);
+		ur_dbg(
+		    "query_pkey: port %u index %d: the device has port 1 with one P_Key, index 0",
+		    port_num, index);
 		errno = EINVAL;
 		return -1;
 	}
@@ -420,8 +421,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (discover_once() <= 0 ||
-	    ((struct uroce_dev *)device)->ops != &uroce_dev_ops) {
+	if (discover_once() <= 0 || ((struct uroce_dev *)device)->ops != &uroce_dev_ops) {
 		ur_dbg("open_device: %p is not a uroce device", (void *)device);
 		errno = ENODEV;
 		return NULL;

@@ -134,11 +134,11 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp, struct ibv_mw *ibmw, uint3
 		why = "the MR was registered without IBV_ACCESS_MW_BIND";
 	else if (bi->length && !uroce_mr_ptr(mr, bi->addr, bi->length))
 		why = "the range is not inside the MR";
-	else if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-		 mr && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
+	else if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && mr &&
+		 !(mr->access & IBV_ACCESS_LOCAL_WRITE))
 		why = "remote write/atomic access needs an MR with IBV_ACCESS_LOCAL_WRITE";
 	else if (access & ~(unsigned int)(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED))
+					  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED))
 		why = "access flags other than remote read/write/atomic";
 	else if (k->kind == UROCE_KEY_MW2 && k->length)
 		why = "a type 2 window must be invalidated before it is bound again";

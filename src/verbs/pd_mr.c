@@ -169,9 +169,9 @@ void uroce_key_remove(struct uroce_ctx *ctx, struct uroce_mr *mr)
 
 /* ---- registration ---- */
 
-#define UROCE_MR_ACCESS                                                                  \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |      \
-	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |          \
+#define UROCE_MR_ACCESS                                                                            \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                   \
 	 IBV_ACCESS_HUGETLB | IBV_ACCESS_ON_DEMAND)
 
 /* The memory must be mapped, as the kernel's get_user_pages would demand:
@@ -222,7 +222,8 @@ static int check_access(unsigned int access, const char *verb)
 	/* IBTA 10.6.3.1 / ibv_reg_mr(3): remote write or atomic needs local write */
 	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(access & IBV_ACCESS_LOCAL_WRITE))
-		return ur_dbg("%s: REMOTE_WRITE/REMOTE_ATOMIC require IBV_ACCESS_LOCAL_WRITE", verb),
+		return ur_dbg("%s: REMOTE_WRITE/REMOTE_ATOMIC require IBV_ACCESS_LOCAL_WRITE",
+			      verb),
 		       EINVAL;
 	return 0;
 }
@@ -404,8 +405,8 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 		return ur_dbg("rereg_mr: CHANGE_PD needs a PD of the MR's context"),
 		       rereg_cmd_refused(EINVAL);
 	acc = (flags & IBV_REREG_MR_CHANGE_ACCESS)
-		      ? (unsigned int)access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE
-		      : mr->access;
+		  ? (unsigned int)access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE
+		  : mr->access;
 	err = check_access(acc, "rereg_mr");
 	if (!err && (flags & IBV_REREG_MR_CHANGE_TRANSLATION))
 		err = check_range(addr, length, acc, "rereg_mr");

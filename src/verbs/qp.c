@@ -106,7 +106,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	uint32_t qpn;
 	int err;
 
-	if (ia->qp_type != IBV_QPT_XRC_RECV && (!ia->pd || !(ia->comp_mask & IBV_QP_INIT_ATTR_PD))) {
+	if (ia->qp_type != IBV_QPT_XRC_RECV &&
+	    (!ia->pd || !(ia->comp_mask & IBV_QP_INIT_ATTR_PD))) {
 		ur_dbg("create_qp: a PD is required");
 		errno = EINVAL;
 		return NULL;
@@ -144,8 +145,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 		errno = EINVAL;
 		return NULL;
 	}
-	if ((ia->qp_type == IBV_QPT_RC || ia->qp_type == IBV_QPT_UC ||
-	     ia->qp_type == IBV_QPT_UD) && !ia->recv_cq) {
+	if ((ia->qp_type == IBV_QPT_RC || ia->qp_type == IBV_QPT_UC || ia->qp_type == IBV_QPT_UD) &&
+	    !ia->recv_cq) {
 		ur_dbg("create_qp: recv_cq is required");
 		errno = EINVAL;
 		return NULL;
@@ -222,11 +223,10 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_ini
 	qp->sack_epoch = (uint16_t)(uroce_now_ns() >> 10); /* differs from a QP before it */
 	qp->attr.cap = ia->cap;
 	qp->attr.path_mtu = IBV_MTU_1024;
-	qp->tr = ia->qp_type == IBV_QPT_UC	      ? UR_TR_UC
-		 : ia->qp_type == IBV_QPT_UD	      ? UR_TR_UD
-		 : ia->qp_type == IBV_QPT_XRC_SEND ||
-				 ia->qp_type == IBV_QPT_XRC_RECV ? UR_TR_XRC
-							       : UR_TR_RC;
+	qp->tr = ia->qp_type == IBV_QPT_UC					      ? UR_TR_UC
+		 : ia->qp_type == IBV_QPT_UD					      ? UR_TR_UD
+		 : ia->qp_type == IBV_QPT_XRC_SEND || ia->qp_type == IBV_QPT_XRC_RECV ? UR_TR_XRC
+										      : UR_TR_RC;
 	qp->xrcd = ia->qp_type == IBV_QPT_XRC_RECV ? ia->xrcd : NULL;
 	if (ia->qp_type == IBV_QPT_UD) {
 		/* a UD message is one packet of the port's MTU */
@@ -381,10 +381,10 @@ static void reset_qp(struct uroce_qp *qp)
 static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	struct uroce_dev *d = qp->ctx->dev;
-	struct uroce_qp_limits lim = { .active_mtu = d->active_mtu,
-				       .max_rd_atomic = UROCE_MAX_RD_ATOM,
-				       .max_dest_rd_atomic = UROCE_MAX_RD_ATOM,
-				       .gid_tbl_len = d->ngid };
+	struct uroce_qp_limits lim = {.active_mtu = d->active_mtu,
+				      .max_rd_atomic = UROCE_MAX_RD_ATOM,
+				      .max_dest_rd_atomic = UROCE_MAX_RD_ATOM,
+				      .gid_tbl_len = d->ngid};
 	enum ibv_qp_state cur = qp->attr.qp_state;
 	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	char why[256] = "";
@@ -467,7 +467,8 @@ static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
 		 * after a reset: they go, as with mlx5_cq_clean */
 		if (qp->ibqp.qp_base.send_cq)
 			uroce_cq_clean(to_ucq(qp->ibqp.qp_base.send_cq), qp->ibqp.qp_base.qp_num);
-		if (qp->ibqp.qp_base.recv_cq && qp->ibqp.qp_base.recv_cq != qp->ibqp.qp_base.send_cq)
+		if (qp->ibqp.qp_base.recv_cq &&
+		    qp->ibqp.qp_base.recv_cq != qp->ibqp.qp_base.send_cq)
 			uroce_cq_clean(to_ucq(qp->ibqp.qp_base.recv_cq), qp->ibqp.qp_base.qp_num);
 		break;
 	case IBV_QPS_RTR:
@@ -694,9 +695,9 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 			err = ENOMEM;
 			break;
 		}
-		err = prepare_swqe(qp, wr, &qp->sq.wqe[idx],
-				   qp->sq.inline_buf ? qp->sq.inline_buf + (size_t)idx * qp->sq.max_inline
-						     : NULL);
+		err = prepare_swqe(
+		    qp, wr, &qp->sq.wqe[idx],
+		    qp->sq.inline_buf ? qp->sq.inline_buf + (size_t)idx * qp->sq.max_inline : NULL);
 		if (err)
 			break;
 		qp->sq.head++;
@@ -760,13 +761,12 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv
 
 /* ---- errors ---- */
 
-static void flush_wc(struct uroce_qp *qp, struct ibv_cq *cq, uint64_t wr_id,
-		     enum ibv_wc_opcode op)
+static void flush_wc(struct uroce_qp *qp, struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_opcode op)
 {
-	struct ibv_wc wc = { .wr_id = wr_id,
-			     .status = IBV_WC_WR_FLUSH_ERR,
-			     .opcode = op,
-			     .qp_num = qp->ibqp.qp_base.qp_num };
+	struct ibv_wc wc = {.wr_id = wr_id,
+			    .status = IBV_WC_WR_FLUSH_ERR,
+			    .opcode = op,
+			    .qp_num = qp->ibqp.qp_base.qp_num};
 
 	uroce_cq_push(to_ucq(cq), &wc, false);
 }

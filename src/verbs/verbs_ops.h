@@ -13,13 +13,10 @@ int uroce_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_
 struct ibv_mw *uroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
 int uroce_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
 int uroce_dealloc_mw(struct ibv_mw *mw);
-struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *context,
-				     struct ibv_cq_init_attr_ex *attr);
-struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context,
-				  struct ibv_qp_init_attr_ex *attr);
+struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr);
+struct ibv_qp *uroce_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
 int uroce_query_rt_values(struct ibv_context *context, struct ibv_values_ex *values);
-struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context,
-				    struct ibv_srq_init_attr_ex *attr);
+struct ibv_srq *uroce_create_srq_ex(struct ibv_context *context, struct ibv_srq_init_attr_ex *attr);
 struct ibv_xrcd *uroce_open_xrcd(struct ibv_context *context, struct ibv_xrcd_init_attr *attr);
 int uroce_close_xrcd(struct ibv_xrcd *xrcd);
 struct ibv_qp *uroce_open_qp(struct ibv_context *context, struct ibv_qp_open_attr *attr);
