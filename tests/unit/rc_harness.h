@@ -29,22 +29,7 @@
 
 #include "uroce.h"
 
-static unsigned int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			if (failed <= 60) {                                                        \
-				printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);             \
-				printf(__VA_ARGS__);                                               \
-				printf("\n");                                                      \
-				fflush(stdout);                                                    \
-			}                                                                          \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 #define BUF_SIZE     (4u << 20) /* per side */
 #define MAX_MSG	     (1u << 20)

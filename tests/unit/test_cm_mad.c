@@ -14,21 +14,7 @@
 #include "cm.h"
 #include "transport/pkt.h"
 
-static unsigned passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			if (failed <= 50) {                                                        \
-				printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);             \
-				printf(__VA_ARGS__);                                               \
-				printf("\n");                                                      \
-			}                                                                          \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 static uint32_t be32at(const uint8_t *p)
 {

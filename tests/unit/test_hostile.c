@@ -26,20 +26,7 @@
 
 #include "uroce.h"
 
-static unsigned int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                     \
-			printf(__VA_ARGS__);                                                       \
-			printf("\n");                                                              \
-			fflush(stdout);                                                            \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 #define PSN0	 0xfffff0u /* every responder expects this first: the wrap is near */
 #define QKEY	 0x4242u

@@ -14,21 +14,7 @@
 
 #include "transport/pkt.h"
 
-static unsigned passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			if (failed <= 50) {                                                        \
-				printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);             \
-				printf(__VA_ARGS__);                                               \
-				printf("\n");                                                      \
-			}                                                                          \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 /* Bit-at-a-time CRC32, the definition itself, to check the fast ones. */
 static uint32_t crc32_bitwise(uint32_t crc, const uint8_t *p, size_t len)

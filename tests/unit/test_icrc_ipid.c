@@ -18,21 +18,7 @@
 
 #include "uroce.h"
 
-static unsigned passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			if (failed <= 30) {                                                        \
-				printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);             \
-				printf(__VA_ARGS__);                                               \
-				printf("\n");                                                      \
-			}                                                                          \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 static uint64_t rng = 0x1234567887654321ull;
 

@@ -12,21 +12,7 @@
 
 #include "transport/pkt.h"
 
-static unsigned passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			if (failed <= 50) {                                                        \
-				printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);             \
-				printf(__VA_ARGS__);                                               \
-				printf("\n");                                                      \
-			}                                                                          \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 /* ---- Expected layouts ---- */
 

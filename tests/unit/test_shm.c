@@ -34,20 +34,7 @@
 #include "uroce.h"
 #include "net/shm.h"
 
-static unsigned int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                     \
-			printf(__VA_ARGS__);                                                       \
-			printf("\n");                                                              \
-			fflush(stdout);                                                            \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 #define BUF	(1u << 20)
 #define WAIT_MS 30000

@@ -24,20 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static unsigned int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                     \
-			printf(__VA_ARGS__);                                                       \
-			printf("\n");                                                              \
-			fflush(stdout);                                                            \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 static char lib_path[PATH_MAX];
 
