@@ -1,5 +1,6 @@
 # pyverbs CMID (python3-pyverbs) over uroce's librdmacm, for tests/integration/cm_consumers.sh:
-# `cm_pyverbs.py server|client PORT`; the client sends a message, the server
+# `cm_pyverbs.py server|client PORT [ADDR]` (ADDR: the server's, 127.0.0.1
+# by default); the client sends a message, the server
 # echoes it; both exit 0 when the bytes are what was sent.
 import sys
 from pyverbs.cmid import CMID, AddrInfo
@@ -7,11 +8,12 @@ from pyverbs.qp import QPInitAttr, QPCap
 import pyverbs.cm_enums as ce
 import pyverbs.enums as e
 role, port = sys.argv[1], sys.argv[2]
+addr = sys.argv[3] if len(sys.argv) > 3 else '127.0.0.1'
 cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
 attr = QPInitAttr(qp_type=e.IBV_QPT_RC, cap=cap)
 msg = b'pyverbs CMID over uroce'
 if role == 'server':
-    ai = AddrInfo(src='127.0.0.1', src_service=port, port_space=ce.RDMA_PS_TCP, flags=ce.RAI_PASSIVE)
+    ai = AddrInfo(src=addr, src_service=port, port_space=ce.RDMA_PS_TCP, flags=ce.RAI_PASSIVE)
     lid = CMID(creator=ai, qp_init_attr=attr)
     lid.listen()
     cid = lid.get_request()
@@ -25,7 +27,7 @@ if role == 'server':
     cid.get_send_comp()
     ok = got == msg
 else:
-    ai = AddrInfo(dst='127.0.0.1', dst_service=port, port_space=ce.RDMA_PS_TCP)
+    ai = AddrInfo(dst=addr, dst_service=port, port_space=ce.RDMA_PS_TCP)
     cid = CMID(creator=ai, qp_init_attr=attr)
     cid.connect()
     mr = cid.reg_msgs(64)
