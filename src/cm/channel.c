@@ -435,12 +435,14 @@ __attribute__((destructor)) static void cm_fini(void)
 	if (!cm.started)
 		return;
 	ur_info("rdma_cm: MADs received %llu, sent %llu, resent %llu, duplicate REQs %llu, "
-		"ICMP unreachable %llu; dropped: short %llu, ICRC %llu, BTH/DETH %llu, MAD "
-		"header %llu, attribute %llu, IP header %llu, unknown id %llu",
+		"ICMP unreachable %llu, TIME_WAIT exits %llu; dropped: short %llu, ICRC %llu, "
+		"BTH/DETH %llu, MAD header %llu, attribute %llu, LAP/APR %llu, IP header %llu, "
+		"unknown id %llu",
 		(unsigned long long)s->rx, (unsigned long long)s->tx,
 		(unsigned long long)s->retrans, (unsigned long long)s->dup_req,
-		(unsigned long long)s->icmp, (unsigned long long)s->drop_short,
-		(unsigned long long)s->drop_icrc, (unsigned long long)s->drop_bth,
-		(unsigned long long)s->drop_hdr, (unsigned long long)s->drop_attr,
+		(unsigned long long)s->icmp, (unsigned long long)s->timewait_exit,
+		(unsigned long long)s->drop_short, (unsigned long long)s->drop_icrc,
+		(unsigned long long)s->drop_bth, (unsigned long long)s->drop_hdr,
+		(unsigned long long)s->drop_attr, (unsigned long long)s->drop_lap,
 		(unsigned long long)s->drop_ip_hdr, (unsigned long long)s->drop_unknown);
 }

@@ -38,6 +38,8 @@ enum cm_attr {
 	CM_ATTR_DREP = 0x16,
 	CM_ATTR_SIDR_REQ = 0x17,
 	CM_ATTR_SIDR_REP = 0x18,
+	CM_ATTR_LAP = 0x19, /* alternate paths: never used on RoCE, dropped */
+	CM_ATTR_APR = 0x1A,
 };
 
 /* IBTA 12.6.7 reject reasons uroce sends or maps */
@@ -95,7 +97,7 @@ struct cm_msg {
 
 struct cm_stats {
 	uint64_t rx, tx, drop_short, drop_icrc, drop_bth, drop_hdr, drop_attr, drop_ip_hdr,
-	    drop_unknown, dup_req, retrans, icmp;
+	    drop_unknown, drop_lap, dup_req, retrans, icmp, timewait_exit;
 };
 extern struct cm_stats cm_stats;
 

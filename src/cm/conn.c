@@ -109,8 +109,11 @@ void cm_post(struct cm_id *cid, enum rdma_cm_event_type t, int status, const str
 void cm_post_to(struct cm_chan *ch, struct cm_id *cid, struct cm_id *listener,
 		enum rdma_cm_event_type t, int status, const struct cm_msg *m)
 {
-	struct cm_event *e = cm_event_new(cid, t, status);
+	struct cm_event *e;
 
+	if (cid->destroying) /* rdma_destroy_id waits for acks: nothing new */
+		return;
+	e = cm_event_new(cid, t, status);
 	if (!e) {
 		ur_err("rdma_cm: out of memory for an event (%s)", rdma_event_str(t));
 		return;

@@ -331,6 +331,10 @@ int cm_mad_parse(const uint8_t *mad, size_t len, struct cm_msg *m)
 	m->tid = get64(mad, 8);
 	m->attr = get16(mad, 16);
 	m->attr_mod = get32(mad, 20);
+	/* LAP/APR load an alternate path: rdma_cm never sends them for RoCE,
+	 * and Linux's CM drops a LAP on a RoCE port; so does uroce (counted). */
+	if (m->attr == CM_ATTR_LAP || m->attr == CM_ATTR_APR)
+		return drop(&cm_stats.drop_lap);
 	if (pdata_loc(m->attr, &poff, &plen))
 		return drop(&cm_stats.drop_attr);
 

@@ -463,8 +463,11 @@ void cm_timer_fire(struct cm_id *c)
 		cm_post(c, RDMA_CM_EVENT_DISCONNECTED, 0, NULL);
 		break;
 	case CM_TIMEWAIT:
+		/* as rdma_cm: the QP may be reused now (after DISCONNECTED) */
 		c->state = CM_DISCONNECTED;
 		cm_hash_del(c);
+		__atomic_add_fetch(&cm_stats.timewait_exit, 1, __ATOMIC_RELAXED);
+		cm_post(c, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, NULL);
 		break;
 	default:
 		break;

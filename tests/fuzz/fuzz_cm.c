@@ -3,7 +3,8 @@
  * through the CM's receive path (cm_rx) with the CM running - every message
  * type for ids that do not exist, REQs for a socket nobody listens on.  The
  * first bytes also pick a valid CM header so that the fuzzer gets past it.
- * Run by tests/integration/fuzz_rx.sh after fuzz_rx. */
+ * Run by tests/integration/fuzz_cm.sh; tests/unit/test_cm_fuzz_replay.c
+ * replays its corpus (tests/fuzz/corpus_cm) in every build. */
 #include <arpa/inet.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -7,6 +7,8 @@
 #   - the peer is killed after ESTABLISHED: error completions, then
 #     rdma_disconnect gives DISCONNECTED;
 #   - rdma_destroy_id blocks while an event of the id is unacknowledged;
+#   - 1000 connect/disconnect cycles: TIMEWAIT_EXIT reaches both sides, and
+#     neither process's RSS nor its open fds grow (TIME_WAIT does not leak);
 #   - IPv6 is refused (EAFNOSUPPORT), rsocket() fails with ENOSYS;
 #   - garbage datagrams at a live listener's port are dropped: rping still
 #     connects and the server survives.
@@ -83,11 +85,28 @@ else
 	fail "rdma_destroy_id with an unacknowledged event"
 fi
 
-# 5. IPv6 and rsockets
+# 5. connect/disconnect cycles: TIMEWAIT_EXIT on both sides, and TIME_WAIT
+# does not leak (RSS and open fds of both processes bounded over the cycles)
+cm_port
+out=$LOG_DIR/cycles
+bg_server "$out.server" "${U[@]}" "$CMF" acceptor "$PORT" 1000
+crc=0
+timeout $T "${U[@]}" "$CMF" cycles "$PORT" 1000 >"$out.client" 2>&1 || crc=$?
+src=0
+wait "$spid" || src=$?
+if ((crc == 0 && src == 0)) && has "$out.client" 'EVENT RDMA_CM_EVENT_TIMEWAIT_EXIT' &&
+	has "$out.server" 'EVENT RDMA_CM_EVENT_TIMEWAIT_EXIT'; then
+	pass "1000 connect/disconnect cycles, TIMEWAIT_EXIT on both sides, nothing grows: $(grep -h '^cycles:\|^acceptor:' "$out.client" "$out.server" | tr '\n' ' ')"
+else
+	tail "$out.server" "$out.client"
+	fail "connect/disconnect cycles (client rc $crc, server rc $src)"
+fi
+
+# 6. IPv6 and rsockets
 check "IPv6 refused with EAFNOSUPPORT" timeout $T "${U[@]}" "$CMF" ipv6
 check "rsocket() fails with ENOSYS" timeout $T "${U[@]}" "$CMF" rsocket
 
-# 6. hostile datagrams at a live listener, then a real connection
+# 7. hostile datagrams at a live listener, then a real connection
 cm_port
 name=hostile
 slog=$LOG_DIR/$name.server.log

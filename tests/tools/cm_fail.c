@@ -15,10 +15,17 @@
  *                          rdma_disconnect and wait for DISCONNECTED
  *   destroyblock PORT      rdma_destroy_id of an id whose event is not acked
  *                          blocks until the ack
+ *   acceptor PORT N        accept N connections one after another, destroy
+ *                          each on DISCONNECTED but keep the first until its
+ *                          TIMEWAIT_EXIT; RSS and open fds must not grow
+ *   cycles PORT N          N times: connect, ESTABLISHED, rdma_disconnect,
+ *                          DISCONNECTED, destroy (the first waits for
+ *                          TIMEWAIT_EXIT); RSS and open fds must not grow
  *   ipv6                   an IPv6 address is refused with EAFNOSUPPORT
  *   rsocket                rsocket() fails with ENOSYS
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -266,6 +273,143 @@ static int destroyblock(int port)
 	return 0;
 }
 
+/* ---- connect/disconnect cycles: TIME_WAIT must not leak ---- */
+#define CYCLES_WARM	  50	      /* cycles before the reference sample */
+#define CYCLES_MAX_GROWTH (16l << 20) /* bytes of RSS a leak-free run stays under */
+
+static long rss_bytes(void)
+{
+	long pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f || fscanf(f, "%ld %ld", &pages, &rss) != 2)
+		rss = 0;
+	if (f)
+		fclose(f);
+	return rss * sysconf(_SC_PAGESIZE);
+}
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+struct growth {
+	long rss;
+	int fds;
+};
+
+static void sample(struct growth *g)
+{
+	g->rss = rss_bytes();
+	g->fds = open_fds();
+}
+
+/* 0 when neither RSS nor the number of open fds grew since ref */
+static int bounded(const char *who, int n, const struct growth *ref)
+{
+	struct growth now;
+
+	sample(&now);
+	printf("%s: %d cycles; after cycle %d: RSS %ld KiB, %d fds; at the end: RSS %ld KiB, "
+	       "%d fds\n",
+	       who, n, CYCLES_WARM, ref->rss >> 10, ref->fds, now.rss >> 10, now.fds);
+	if (now.fds > ref->fds || now.rss - ref->rss > CYCLES_MAX_GROWTH) {
+		fprintf(stderr, "cm_fail: %s: resources grew with the cycles\n", who);
+		return 11;
+	}
+	return 0;
+}
+
+static int acceptor(int port, int n)
+{
+	struct rdma_conn_param cp = {.rnr_retry_count = 3};
+	struct rdma_cm_id *first = NULL;
+	struct rdma_event_channel *ch;
+	struct growth ref = {0};
+	int done = 0, tw_exit = 0;
+	double t_first = 0;
+
+	listen_on(port, &ch);
+	while (done < n || !tw_exit) {
+		struct rdma_cm_event *ev = next_event(ch);
+		struct rdma_cm_id *id = ev->id;
+		enum rdma_cm_event_type t = ev->event;
+
+		if (t == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			make_qp(id);
+			if (rdma_accept(id, &cp))
+				die("rdma_accept");
+		}
+		rdma_ack_cm_event(ev);
+		if (t == RDMA_CM_EVENT_DISCONNECTED) {
+			if (++done == CYCLES_WARM)
+				sample(&ref);
+			if (!first) {
+				first = id; /* kept until its TIME_WAIT ends */
+				t_first = now_ms();
+				continue;
+			}
+			rdma_destroy_qp(id);
+			rdma_destroy_id(id);
+		} else if (t == RDMA_CM_EVENT_TIMEWAIT_EXIT && id == first) {
+			printf("EVENT %s after %.0f ms (passive side)\n", rdma_event_str(t),
+			       now_ms() - t_first);
+			rdma_destroy_qp(id);
+			rdma_destroy_id(id);
+			tw_exit = 1;
+		} else if (t != RDMA_CM_EVENT_CONNECT_REQUEST && t != RDMA_CM_EVENT_ESTABLISHED) {
+			fprintf(stderr, "cm_fail: unexpected %s\n", rdma_event_str(t));
+			return 6;
+		}
+	}
+	return bounded("acceptor", n, &ref);
+}
+
+static int cycles(int port, int n)
+{
+	struct growth ref = {0};
+
+	for (int i = 1; i <= n; i++) {
+		struct rdma_event_channel *ch;
+		struct rdma_cm_id *id = start_connect(port, &ch);
+		struct rdma_cm_event *ev;
+		double t0;
+
+		ev = next_event(ch);
+		if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
+			fprintf(stderr, "cm_fail: cycle %d: %s\n", i, rdma_event_str(ev->event));
+			return 6;
+		}
+		rdma_ack_cm_event(ev);
+		if (rdma_disconnect(id))
+			die("rdma_disconnect");
+		ev = next_event(ch);
+		if (ev->event != RDMA_CM_EVENT_DISCONNECTED) {
+			fprintf(stderr, "cm_fail: cycle %d: %s\n", i, rdma_event_str(ev->event));
+			return 6;
+		}
+		rdma_ack_cm_event(ev);
+		if (i == 1) {
+			t0 = now_ms();
+			expect(ch, RDMA_CM_EVENT_TIMEWAIT_EXIT, t0);
+		}
+		rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+		rdma_destroy_event_channel(ch);
+		if (i == CYCLES_WARM)
+			sample(&ref);
+	}
+	return bounded("cycles", n, &ref);
+}
+
 static int ipv6(void)
 {
 	struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
@@ -298,11 +442,15 @@ int main(int argc, char **argv)
 		return survive(port, (pid_t)atoi(argv[3]));
 	if (!strcmp(m, "destroyblock"))
 		return destroyblock(port);
+	if (!strcmp(m, "acceptor") && argc > 3)
+		return acceptor(port, atoi(argv[3]));
+	if (!strcmp(m, "cycles") && argc > 3 && atoi(argv[3]) > CYCLES_WARM)
+		return cycles(port, atoi(argv[3]));
 	if (!strcmp(m, "ipv6"))
 		return ipv6();
 	if (!strcmp(m, "rsocket"))
 		return rsocket(AF_INET, SOCK_STREAM, 0) < 0 && errno == ENOSYS ? 0 : 10;
 	fprintf(stderr, "usage: cm_fail noserver|diehalf|connect|serve|survive|destroyblock|"
-			"ipv6|rsocket [PORT [PID]]\n");
+			"acceptor|cycles|ipv6|rsocket [PORT [PID|N]]\n");
 	return 2;
 }
