@@ -11,7 +11,11 @@
 #                        the same for a server that never exits (cmtime): it
 #                        is stopped after the client, whose exit counts;
 #   cm_netns CMD...      run CMD in a private network namespace whose lo is
-#                        up (for tools with a fixed port: udaddy, mckey).
+#                        up (for tools with a fixed port: udaddy, mckey);
+#   cm_suite TAG SADDR CADDR
+#                        the whole matrix of issue 12 between CM_SRV and
+#                        CM_CLI (cm_netns.sh, cm_std_local.sh), each program
+#                        through cm_run.
 # Executed directly, it checks that its own helpers work.
 
 # shellcheck source=tests/integration/lib.sh
@@ -40,26 +44,12 @@ cm_pair() {
 }
 
 # cm_stays NAME SERVER... -- CLIENT...: for servers that never exit
-# (cmtime): the client's exit code counts, the server is stopped after it.
+# (cmtime): the client's exit code counts, the server is stopped after it
+# (cm_run below, the server's port PORT on this host).
 cm_stays() {
-	local name=$1 spid crc=0
+	local name=$1
 	shift
-	local -a server=()
-	while [[ $1 != -- ]]; do
-		server+=("$1")
-		shift
-	done
-	shift
-	log "=== $name (UDP port $PORT)"
-	timeout -k 5 $((LISTEN_TIMEOUT + CLIENT_TIMEOUT)) "${server[@]}" </dev/null \
-		>"$LOG_DIR/$name.server.log" 2>&1 &
-	spid=$!
-	for _ in $(seq $((LISTEN_TIMEOUT * 10))); do udp_bound "$PORT" && break; sleep 0.1; done
-	timeout -k 5 "$CLIENT_TIMEOUT" "$@" </dev/null >"$LOG_DIR/$name.client.log" 2>&1 || crc=$?
-	kill "$spid" 2>/dev/null || true
-	wait "$spid" 2>/dev/null || true
-	((crc == 0)) || { log "client $(explain_rc "$crc")"; show_logs "$name"; }
-	return "$crc"
+	cm_run "$name" ":$PORT " 1 "$@"
 }
 
 cm_netns() {
