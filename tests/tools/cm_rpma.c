@@ -1,6 +1,6 @@
-/* A small librpma program (Debian's librpma 1.2) for
- * tests/integration/cm_rpma.sh: librpma connects through rdma_cm, so this
- * runs on uroce's librdmacm.so.1 and libibverbs.so.1.
+/* A small librpma program (Debian's librpma 1.2) for the rdma_cm tests
+ * (cm_consumers.sh, lib_cm.sh's cm_suite): librpma connects through
+ * rdma_cm, so this runs on uroce's librdmacm.so.1 and libibverbs.so.1.
  *
  *   cm_rpma server ADDR PORT   registers 4 KiB, sends its descriptor in the
  *                              connection's private data, waits for the
