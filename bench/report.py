@@ -134,26 +134,28 @@ PP = ("udp_pingpong", "busy_poll", "lo", KEY_LAT)
 RTT = ("udp_pingpong", "busy_poll_rtt", "lo", KEY_LAT)
 VPP = ("udp_pingpong", "busy_poll", "veth", KEY_LAT)
 VRTT = ("udp_pingpong", "busy_poll_rtt", "veth", KEY_LAT)
+
+
+def lat_targets(where, variant, short, pp, rtt):
+    """The latency targets of one path (loopback, veth): one-way tests
+    against the busy-poll one-way floor, perftest's round trips (READ,
+    atomic) against the ping-pong's round trip, steady state and short run."""
+    rows = [(f"{where}{t} 2 B t_typical / busy-poll UDP one-way 2 B",
+             ("uroce", t, variant, KEY_LAT), pp, "<=", 1.3, "lat_us") for t in ("ib_send_lat", "ib_write_lat")]
+    for t, size in (("ib_read_lat", KEY_LAT), ("ib_atomic_lat", ATOMIC)):
+        for v, what in ((variant, "t_typical"), (short, "-n 100 (idle target)")):
+            rows.append((f"{where}{t} {size} B {what} (a round trip) / busy-poll UDP round trip 2 B",
+                         ("uroce", t, v, size), rtt, "<=", 1.5, "lat_us"))
+    return rows
+
+
 TARGETS = [
     # name, numerator, denominator, op, goal, metric
     ("ib_write_bw 64 KiB / qperf tcp_bw 64 KiB",
      ("uroce", "ib_write_bw", "rc", KEY_BW), ("qperf", "tcp_bw", "lo", KEY_BW), ">=", 1.5, "bw_MBps"),
     ("ib_send_bw 64 KiB / qperf tcp_bw 64 KiB",
      ("uroce", "ib_send_bw", "rc", KEY_BW), ("qperf", "tcp_bw", "lo", KEY_BW), ">=", 1.5, "bw_MBps"),
-    ("ib_send_lat 2 B t_typical / busy-poll UDP one-way 2 B",
-     ("uroce", "ib_send_lat", "rc", KEY_LAT), PP, "<=", 1.3, "lat_us"),
-    ("ib_write_lat 2 B t_typical / busy-poll UDP one-way 2 B",
-     ("uroce", "ib_write_lat", "rc", KEY_LAT), PP, "<=", 1.3, "lat_us"),
-    # perftest's READ and atomic latencies are round trips: against the
-    # ping-pong's round trip (twice its one-way median, the same measurement)
-    ("ib_read_lat 2 B t_typical (a round trip) / busy-poll UDP round trip 2 B",
-     ("uroce", "ib_read_lat", "rc", KEY_LAT), RTT, "<=", 1.5, "lat_us"),
-    ("ib_atomic_lat 8 B t_typical (a round trip) / busy-poll UDP round trip 2 B",
-     ("uroce", "ib_atomic_lat", "rc", ATOMIC), RTT, "<=", 1.5, "lat_us"),
-    ("ib_read_lat 2 B -n 100 (idle target) / busy-poll UDP round trip 2 B",
-     ("uroce", "ib_read_lat", "rc_n100", KEY_LAT), RTT, "<=", 1.5, "lat_us"),
-    ("ib_atomic_lat 8 B -n 100 (idle target) / busy-poll UDP round trip 2 B",
-     ("uroce", "ib_atomic_lat", "rc_n100", ATOMIC), RTT, "<=", 1.5, "lat_us"),
+    *lat_targets("", "rc", "rc_n100", PP, RTT),
     ("idle: ibv_rc_pingpong server, open QP, no traffic [% of a core]",
      ("uroce", "idle", "rc_pingpong", 0), None, "<=", 1.0, "cpu_pct"),
     ("CPU s/GB: uroce ib_write_bw / qperf tcp_bw, 64 KiB",
@@ -177,16 +179,7 @@ TARGETS = [
      ("mpi", "pingpong", "uroce", 1048576), ("mpi", "pingpong", "tcp", 1048576), ">=", 1.0, "bw_MBps"),
     ("veth: ib_write_bw 64 KiB / qperf tcp_bw 64 KiB",
      ("uroce", "ib_write_bw", "veth", KEY_BW), ("qperf", "tcp_bw", "veth", KEY_BW), ">=", 1.5, "bw_MBps"),
-    ("veth: ib_send_lat 2 B / busy-poll UDP one-way 2 B",
-     ("uroce", "ib_send_lat", "veth", KEY_LAT), VPP, "<=", 1.3, "lat_us"),
-    ("veth: ib_write_lat 2 B / busy-poll UDP one-way 2 B",
-     ("uroce", "ib_write_lat", "veth", KEY_LAT), VPP, "<=", 1.3, "lat_us"),
-    ("veth: ib_read_lat 2 B / busy-poll UDP round trip 2 B",
-     ("uroce", "ib_read_lat", "veth", KEY_LAT), VRTT, "<=", 1.5, "lat_us"),
-    ("veth: ib_atomic_lat 8 B / busy-poll UDP round trip 2 B",
-     ("uroce", "ib_atomic_lat", "veth", ATOMIC), VRTT, "<=", 1.5, "lat_us"),
-    ("veth: ib_read_lat 2 B -n 100 (idle target) / busy-poll UDP round trip 2 B",
-     ("uroce", "ib_read_lat", "veth_n100", KEY_LAT), VRTT, "<=", 1.5, "lat_us"),
+    *lat_targets("veth: ", "veth", "veth_n100", VPP, VRTT),
 ]
 
 # Context rows: no target, but they belong next to the targets.
@@ -359,6 +352,7 @@ def main():
         (("uroce", "ib_read_lat", "veth", KEY_LAT), "lat_us"),
         (("uroce", "ib_atomic_lat", "veth", ATOMIC), "lat_us"),
         (("uroce", "ib_read_lat", "veth_n100", KEY_LAT), "lat_us"),
+        (("uroce", "ib_atomic_lat", "veth_n100", ATOMIC), "lat_us"),
         (("uroce", "idle", "rc_pingpong", 0), "cpu_pct"),
         (("uroce", "cpu_per_GB", "write_bw", KEY_BW), "cpu_s_per_GB"),
         (("qperf", "cpu_per_GB", "tcp_bw", KEY_BW), "cpu_s_per_GB"),

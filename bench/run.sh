@@ -898,6 +898,7 @@ sec_veth() {
 		uroce_lat ib_read_lat "$KEY_LAT" "$r" veth -n "$LAT_STEADY"
 		uroce_lat ib_atomic_lat 8 "$r" veth -n "$LAT_STEADY"
 		uroce_lat ib_read_lat "$KEY_LAT" "$r" veth_n100 -n "$LAT_SHORT"
+		uroce_lat ib_atomic_lat 8 "$r" veth_n100 -n "$LAT_SHORT"
 		qperf_run "qperf_veth_tcp_bw_${KEY_BW}_r$r" "$PERF_DUR" "$KEY_BW" tcp_bw "$VETH_A_IP" "$NSB"
 		v=$QV
 		if [[ -n $v ]]; then
