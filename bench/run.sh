@@ -801,6 +801,19 @@ sec_sweep() {
 	((QUICK)) || uroce_lat ib_atomic_lat 8 0 rc
 }
 
+# The latency targets of one path: REP VARIANT SHORT_VARIANT. The four tests
+# at a steady-state count, then READ and atomic as short runs, each of which
+# starts against a fresh target that was idle before it.
+lat_set() {
+	local r=$1 v=$2 short=$3
+	uroce_lat ib_send_lat "$KEY_LAT" "$r" "$v" -n "$LAT_STEADY"
+	uroce_lat ib_write_lat "$KEY_LAT" "$r" "$v" -n "$LAT_STEADY"
+	uroce_lat ib_read_lat "$KEY_LAT" "$r" "$v" -n "$LAT_STEADY"
+	uroce_lat ib_atomic_lat 8 "$r" "$v" -n "$LAT_STEADY"
+	uroce_lat ib_read_lat "$KEY_LAT" "$r" "$short" -n "$LAT_SHORT"
+	uroce_lat ib_atomic_lat 8 "$r" "$short" -n "$LAT_SHORT"
+}
+
 sec_key() {
 	local r
 	log "key points, $REPS reps (interleaved so every rep sees the same machine)"
@@ -813,13 +826,7 @@ sec_key() {
 		uroce_bw ib_write_bw "$KEY_BW" "$r" rc_q8 -q 8
 		uroce_bw ib_write_bw "$KEY_BW" "$r" rc_q1024 -q 1024 -D 3 # setting up 1,024 QPs takes a while
 		pingpong "$KEY_LAT" "$r" "$PP_ITERS"
-		uroce_lat ib_send_lat "$KEY_LAT" "$r" rc -n "$LAT_STEADY"
-		uroce_lat ib_write_lat "$KEY_LAT" "$r" rc -n "$LAT_STEADY"
-		uroce_lat ib_read_lat "$KEY_LAT" "$r" rc -n "$LAT_STEADY"
-		uroce_lat ib_atomic_lat 8 "$r" rc -n "$LAT_STEADY"
-		# short runs: every one starts against a fresh, idle target
-		uroce_lat ib_read_lat "$KEY_LAT" "$r" rc_n100 -n "$LAT_SHORT"
-		uroce_lat ib_atomic_lat 8 "$r" rc_n100 -n "$LAT_SHORT"
+		lat_set "$r" rc rc_n100
 		uroce_lat ib_send_lat "$KEY_LAT" "$r" rc_n100 -n "$LAT_SHORT"
 		uroce_lat ib_send_lat "$KEY_LAT" "$r" ud -c UD
 		uroce_bw ib_send_bw "$KEY_LAT" "$r" ud -c UD
@@ -893,12 +900,7 @@ sec_veth() {
 	for ((r = 1; r <= REPS; r++)); do
 		log "  rep $r/$REPS"
 		uroce_bw ib_write_bw "$KEY_BW" "$r" veth
-		uroce_lat ib_send_lat "$KEY_LAT" "$r" veth -n "$LAT_STEADY"
-		uroce_lat ib_write_lat "$KEY_LAT" "$r" veth -n "$LAT_STEADY"
-		uroce_lat ib_read_lat "$KEY_LAT" "$r" veth -n "$LAT_STEADY"
-		uroce_lat ib_atomic_lat 8 "$r" veth -n "$LAT_STEADY"
-		uroce_lat ib_read_lat "$KEY_LAT" "$r" veth_n100 -n "$LAT_SHORT"
-		uroce_lat ib_atomic_lat 8 "$r" veth_n100 -n "$LAT_SHORT"
+		lat_set "$r" veth veth_n100
 		qperf_run "qperf_veth_tcp_bw_${KEY_BW}_r$r" "$PERF_DUR" "$KEY_BW" tcp_bw "$VETH_A_IP" "$NSB"
 		v=$QV
 		if [[ -n $v ]]; then
