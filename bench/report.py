@@ -46,8 +46,8 @@ for r in ROWS:
 # The busy-poll ping-pong's round trip (twice its one-way median, the same
 # measurement): the like-for-like peer of ib_read_lat and ib_atomic_lat,
 # which perftest reports as round trips.
-for r in [r for r in ROWS if (r["tool"], r["test"], r["variant"]) == ("udp_pingpong", "busy_poll", "lo")
-          and r["metric"] == "lat_us"]:
+for r in [r for r in ROWS if (r["tool"], r["test"]) == ("udp_pingpong", "busy_poll")
+          and r["variant"] in ("lo", "veth") and r["metric"] == "lat_us"]:
     rtt = dict(r, test="busy_poll_rtt", value=None if r["value"] is None else 2 * r["value"])
     IDX[(rtt["tool"], rtt["test"], rtt["variant"], rtt["size"], rtt["metric"])].append(rtt)
 
@@ -103,6 +103,8 @@ def fmt(v, metric):
         return f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3g}"
     if metric == "cpu_s_per_GB":
         return f"{v:.2f}"
+    if metric == "cpu_pct":
+        return f"{v:.3f}"
     return f"{v:.2f}" if v < 100 else f"{v:,.0f}"
 
 
@@ -125,30 +127,40 @@ def size_label(s):
 
 # ---- targets ---------------------------------------------------------------------
 
+# Issue 15's targets (the UDP path: loopback with UROCE_SHM=0, and veth).
+# The short-run rows (variant rc_n100: -n 100, a fresh target idle before
+# it) are judged like the steady state (-n LAT_STEADY).
+PP = ("udp_pingpong", "busy_poll", "lo", KEY_LAT)
+RTT = ("udp_pingpong", "busy_poll_rtt", "lo", KEY_LAT)
+VPP = ("udp_pingpong", "busy_poll", "veth", KEY_LAT)
+VRTT = ("udp_pingpong", "busy_poll_rtt", "veth", KEY_LAT)
+
+
+def lat_targets(where, variant, short, pp, rtt):
+    """The latency targets of one path (loopback, veth): one-way tests
+    against the busy-poll one-way floor, perftest's round trips (READ,
+    atomic) against the ping-pong's round trip, steady state and short run."""
+    rows = [(f"{where}{t} 2 B t_typical / busy-poll UDP one-way 2 B",
+             ("uroce", t, variant, KEY_LAT), pp, "<=", 1.3, "lat_us") for t in ("ib_send_lat", "ib_write_lat")]
+    for t, size in (("ib_read_lat", KEY_LAT), ("ib_atomic_lat", ATOMIC)):
+        for v, what in ((variant, "t_typical"), (short, "-n 100 (idle target)")):
+            rows.append((f"{where}{t} {size} B {what} (a round trip) / busy-poll UDP round trip 2 B",
+                         ("uroce", t, v, size), rtt, "<=", 1.5, "lat_us"))
+    return rows
+
+
 TARGETS = [
     # name, numerator, denominator, op, goal, metric
     ("ib_write_bw 64 KiB / qperf tcp_bw 64 KiB",
-     ("uroce", "ib_write_bw", "rc", KEY_BW), ("qperf", "tcp_bw", "lo", KEY_BW), ">=", 1.0, "bw_MBps"),
+     ("uroce", "ib_write_bw", "rc", KEY_BW), ("qperf", "tcp_bw", "lo", KEY_BW), ">=", 1.5, "bw_MBps"),
     ("ib_send_bw 64 KiB / qperf tcp_bw 64 KiB",
-     ("uroce", "ib_send_bw", "rc", KEY_BW), ("qperf", "tcp_bw", "lo", KEY_BW), ">=", 1.0, "bw_MBps"),
-    ("ib_send_lat 2 B t_typical / busy-poll UDP one-way 2 B",
-     ("uroce", "ib_send_lat", "rc", KEY_LAT), ("udp_pingpong", "busy_poll", "lo", KEY_LAT), "<=", 1.5, "lat_us"),
-    ("ib_write_lat 2 B t_typical / busy-poll UDP one-way 2 B",
-     ("uroce", "ib_write_lat", "rc", KEY_LAT), ("udp_pingpong", "busy_poll", "lo", KEY_LAT), "<=", 1.5, "lat_us"),
-    ("ib_read_lat 2 B t_typical (a round trip) / busy-poll UDP one-way 2 B",
-     ("uroce", "ib_read_lat", "rc", KEY_LAT), ("udp_pingpong", "busy_poll", "lo", KEY_LAT), "<=", 1.5, "lat_us"),
-    ("ib_atomic_lat 8 B t_typical (a round trip) / busy-poll UDP one-way 2 B",
-     ("uroce", "ib_atomic_lat", "rc", ATOMIC), ("udp_pingpong", "busy_poll", "lo", KEY_LAT), "<=", 1.5, "lat_us"),
-    # perftest's READ and atomic latencies are round trips, and a round trip
-    # over UDP is two one-way trips: against the one-way floor (the rows
-    # above, the issue's wording) they cannot go below 2.0 by construction.
-    # These rows compare them with the ping-pong's round trip.
-    ("ib_read_lat 2 B t_typical (a round trip) / busy-poll UDP round trip 2 B",
-     ("uroce", "ib_read_lat", "rc", KEY_LAT), ("udp_pingpong", "busy_poll_rtt", "lo", KEY_LAT), "<=", 1.5,
-     "lat_us"),
-    ("ib_atomic_lat 8 B t_typical (a round trip) / busy-poll UDP round trip 2 B",
-     ("uroce", "ib_atomic_lat", "rc", ATOMIC), ("udp_pingpong", "busy_poll_rtt", "lo", KEY_LAT), "<=", 1.5,
-     "lat_us"),
+     ("uroce", "ib_send_bw", "rc", KEY_BW), ("qperf", "tcp_bw", "lo", KEY_BW), ">=", 1.5, "bw_MBps"),
+    *lat_targets("", "rc", "rc_n100", PP, RTT),
+    ("idle: ibv_rc_pingpong server, open QP, no traffic [% of a core]",
+     ("uroce", "idle", "rc_pingpong", 0), None, "<=", 1.0, "cpu_pct"),
+    ("CPU s/GB: uroce ib_write_bw / qperf tcp_bw, 64 KiB",
+     ("uroce", "cpu_per_GB", "write_bw", KEY_BW), ("qperf", "cpu_per_GB", "tcp_bw", KEY_BW), "<=", 1.5,
+     "cpu_s_per_GB"),
     ("ib_write_bw 64 KiB: 8 QPs / 1 QP",
      ("uroce", "ib_write_bw", "rc_q8", KEY_BW), ("uroce", "ib_write_bw", "rc", KEY_BW), ">=", 0.9, "bw_MBps"),
     # "1,024 QPs do not collapse": at least half of what one QP moves
@@ -166,13 +178,14 @@ TARGETS = [
     ("Open MPI ping-pong 1 MiB bandwidth: uroce / TCP (both pml ucx)",
      ("mpi", "pingpong", "uroce", 1048576), ("mpi", "pingpong", "tcp", 1048576), ">=", 1.0, "bw_MBps"),
     ("veth: ib_write_bw 64 KiB / qperf tcp_bw 64 KiB",
-     ("uroce", "ib_write_bw", "veth", KEY_BW), ("qperf", "tcp_bw", "veth", KEY_BW), ">=", 1.0, "bw_MBps"),
+     ("uroce", "ib_write_bw", "veth", KEY_BW), ("qperf", "tcp_bw", "veth", KEY_BW), ">=", 1.5, "bw_MBps"),
+    *lat_targets("veth: ", "veth", "veth_n100", VPP, VRTT),
 ]
 
 # Context rows: no target, but they belong next to the targets.
 CONTEXT = [
-    ("CPU s/GB: uroce ib_write_bw / qperf tcp_bw, 64 KiB (lower is better)",
-     ("uroce", "cpu_per_GB", "write_bw", KEY_BW), ("qperf", "cpu_per_GB", "tcp_bw", KEY_BW), "cpu_s_per_GB"),
+    ("ib_send_lat 2 B -n 100 (fresh pair) / busy-poll UDP one-way 2 B",
+     ("uroce", "ib_send_lat", "rc_n100", KEY_LAT), PP, "lat_us"),
     ("UD ib_send_lat 2 B / busy-poll UDP 2 B",
      ("uroce", "ib_send_lat", "ud", KEY_LAT), ("udp_pingpong", "busy_poll", "lo", KEY_LAT), "lat_us"),
     ("ib_write_bw 64 KiB / ucx_perftest tag_bw (UCX tcp) 64 KiB",
@@ -202,6 +215,15 @@ NAMES = {
     ("uroce", "ib_write_lat", "rc"): "uroce ib_write_lat",
     ("uroce", "ib_read_lat", "rc"): "uroce ib_read_lat (RTT)",
     ("uroce", "ib_atomic_lat", "rc"): "uroce ib_atomic_lat (RTT)",
+    ("uroce", "ib_read_lat", "rc_n100"): "uroce ib_read_lat -n 100, idle target (RTT)",
+    ("uroce", "ib_atomic_lat", "rc_n100"): "uroce ib_atomic_lat -n 100, idle target (RTT)",
+    ("uroce", "ib_send_lat", "rc_n100"): "uroce ib_send_lat -n 100",
+    ("uroce", "ib_send_lat", "veth"): "uroce ib_send_lat (veth)",
+    ("uroce", "ib_write_lat", "veth"): "uroce ib_write_lat (veth)",
+    ("uroce", "ib_read_lat", "veth"): "uroce ib_read_lat (veth, RTT)",
+    ("uroce", "ib_atomic_lat", "veth"): "uroce ib_atomic_lat (veth, RTT)",
+    ("uroce", "ib_read_lat", "veth_n100"): "uroce ib_read_lat -n 100 (veth, idle target, RTT)",
+    ("uroce", "idle", "rc_pingpong"): "uroce idle process (open QP, no traffic)",
     ("uroce", "ib_send_lat", "ud"): "uroce ib_send_lat -c UD",
     ("udp_pingpong", "busy_poll", "lo"): "busy-poll UDP (udp_pingpong)",
     ("udp_pingpong", "busy_poll", "veth"): "busy-poll UDP (veth)",
@@ -211,18 +233,52 @@ NAMES = {
 }
 
 
+def machine_line():
+    """The kind of machine the tables come from: system-call cost, memcpy
+    bandwidth and load, at the start (rep 1) and at the end (rep 2)."""
+    def at(test, variant, size, metric, rep):
+        v = [r["value"] for r in IDX.get(("machine", test, variant, size, metric), [])
+             if r["rep"] == rep and r["status"] == "ok" and r["value"] is not None]
+        return v[0] if v else None
+
+    def both(test, variant, size, metric, f):
+        a, b = at(test, variant, size, metric, 1), at(test, variant, size, metric, 2)
+        if a is None and b is None:
+            return "?"
+        if b is None or a is None:
+            return f(a if b is None else b)
+        return f"{f(a)} / {f(b)}"
+
+    us = lambda v: f"{v / 1000:.2f} us"
+    gbs = lambda v: f"{v / 1000:.1f} GB/s"
+    return ("Machine (start / end of the run): system call getppid "
+            f"{both('syscall', 'getppid', 0, 'ns', us)}, empty non-blocking recv "
+            f"{both('syscall', 'recv_eagain', 0, 'ns', us)}, sched_yield "
+            f"{both('syscall', 'sched_yield', 0, 'ns', us)}; memcpy 64 KiB in cache "
+            f"{both('memcpy', 'hot', KEY_BW, 'bw_MBps', gbs)}, from DRAM "
+            f"{both('memcpy', 'stream', KEY_BW, 'bw_MBps', gbs)}; load average "
+            f"{both('loadavg', '1min', 0, 'load', lambda v: f'{v:.2f}')}.")
+
+
+MACHINE = machine_line()
+
+
 def judge(num, den, op, goal):
     if not num.ok:
         return None, num.status
-    if not den.ok:
+    if den is None:  # an absolute target
+        r = num.median
+    elif not den.ok:
         return None, f"peer {den.status}"
-    r = num.median / den.median
+    else:
+        r = num.median / den.median
     ok = r >= goal if op == ">=" else r <= goal
     verdict = "PASS" if ok else "MISS"
     # a rep that failed is part of the verdict, not silently left out
-    bad = [st for st in num.statuses + den.statuses if st != "ok"]
+    sts = num.statuses + (den.statuses if den is not None else [])
+    bad = [st for st in sts if st != "ok"]
     if bad:
-        verdict += f" ({len(bad)} of {len(num.statuses) + len(den.statuses)} runs failed)"
+        verdict += f" ({len(bad)} of {len(sts)} runs failed)"
     return r, verdict
 
 
@@ -236,19 +292,22 @@ def main():
         f"load average {META.get('loadavg_start', '?')} at the start, {META.get('loadavg_end', '?')} at the end "
         "(shared machine: compare ratios, not absolute numbers, across runs).\n"
     )
+    md.append(MACHINE + "\n")
     md.append("Bandwidth in MB/s (10^6 B/s; perftest's and UCX's MiB/s converted). Latency in microseconds, "
               "one-way (half a round trip) except ib_read_lat and ib_atomic_lat, which perftest reports as the full "
               "round trip an RDMA READ or atomic is.\n")
 
     md.append("## Targets\n")
+    md.append(MACHINE + "\n")
     md.append("| ratio | uroce | peer | ratio | target | verdict |")
     md.append("|---|---:|---:|---:|---:|---|")
     for name, a, b, op, goal, metric in TARGETS:
-        num, den = point(*a, metric), point(*b, metric)
+        num, den = point(*a, metric), (point(*b, metric) if b else None)
         r, verdict = judge(num, den, op, goal)
-        md.append(f"| {name} | {cell(num, metric, True)} | {cell(den, metric, True)} | "
+        md.append(f"| {name} | {cell(num, metric, True)} | {cell(den, metric, True) if den else '-'} | "
                   f"{'-' if r is None else f'{r:.2f}'} | {op} {goal} | {verdict} |")
-        js["targets"].append({"name": name, "metric": metric, "uroce": num.json(), "peer": den.json(),
+        js["targets"].append({"name": name, "metric": metric, "uroce": num.json(),
+                              "peer": den.json() if den else None,
                               "ratio": r, "op": op, "target": goal, "verdict": verdict})
     md.append("")
     md.append("Context (no target):\n")
@@ -264,6 +323,7 @@ def main():
 
     # key absolute numbers with tails
     md.append("## Key points (medians of the reps)\n")
+    md.append(MACHINE + "\n")
     md.append("| measurement | median | p99 (latency) | all reps |")
     md.append("|---|---:|---:|---|")
     key_rows = [
@@ -279,18 +339,28 @@ def main():
         (("uroce", "ib_write_lat", "rc", KEY_LAT), "lat_us"),
         (("uroce", "ib_read_lat", "rc", KEY_LAT), "lat_us"),
         (("uroce", "ib_atomic_lat", "rc", ATOMIC), "lat_us"),
+        (("uroce", "ib_read_lat", "rc_n100", KEY_LAT), "lat_us"),
+        (("uroce", "ib_atomic_lat", "rc_n100", ATOMIC), "lat_us"),
+        (("uroce", "ib_send_lat", "rc_n100", KEY_LAT), "lat_us"),
         (("uroce", "ib_send_lat", "ud", KEY_LAT), "lat_us"),
         (("udp_pingpong", "busy_poll", "lo", KEY_LAT), "lat_us"),
         (("qperf", "udp_lat", "lo", KEY_LAT), "lat_us"),
         (("qperf", "tcp_lat", "lo", KEY_LAT), "lat_us"),
         (("udp_pingpong", "busy_poll", "veth", KEY_LAT), "lat_us"),
+        (("uroce", "ib_send_lat", "veth", KEY_LAT), "lat_us"),
+        (("uroce", "ib_write_lat", "veth", KEY_LAT), "lat_us"),
+        (("uroce", "ib_read_lat", "veth", KEY_LAT), "lat_us"),
+        (("uroce", "ib_atomic_lat", "veth", ATOMIC), "lat_us"),
+        (("uroce", "ib_read_lat", "veth_n100", KEY_LAT), "lat_us"),
+        (("uroce", "ib_atomic_lat", "veth_n100", ATOMIC), "lat_us"),
+        (("uroce", "idle", "rc_pingpong", 0), "cpu_pct"),
         (("uroce", "cpu_per_GB", "write_bw", KEY_BW), "cpu_s_per_GB"),
         (("qperf", "cpu_per_GB", "tcp_bw", KEY_BW), "cpu_s_per_GB"),
     ]
     for k, metric in key_rows:
         p = point(*k, metric)
-        unit = {"bw_MBps": "MB/s", "lat_us": "us", "cpu_s_per_GB": "CPU s/GB"}[metric]
-        name = NAMES.get(k[:3], f"{k[0]} {k[1]} {k[2]}") + f" {size_label(k[3])} [{unit}]"
+        unit = {"bw_MBps": "MB/s", "lat_us": "us", "cpu_s_per_GB": "CPU s/GB", "cpu_pct": "% of a core"}[metric]
+        name = NAMES.get(k[:3], f"{k[0]} {k[1]} {k[2]}") + (f" {size_label(k[3])}" if k[3] else "") + f" [{unit}]"
         p99 = point(*k, "p99_us") if metric == "lat_us" else None
         allv = ", ".join(fmt(v, metric) for v in p.values) if p.ok else p.status
         md.append(f"| {name} | {cell(p, metric)} | {cell(p99, 'lat_us') if p99 and p99.ok else '-'} | {allv} |")
@@ -300,6 +370,7 @@ def main():
     # sweeps
     def sweep_table(title, metric, series, sizes):
         md.append(f"## {title}\n")
+        md.append(MACHINE + "\n")
         cols = [s for s in series if any(point(*s, z, metric, key=False).statuses for z in sizes)]
         md.append("| size | " + " | ".join(NAMES.get(c, " ".join(c)) for c in cols) + " |")
         md.append("|---:|" + "---:|" * len(cols))

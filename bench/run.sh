@@ -6,7 +6,10 @@
 # uroce (unmodified perftest through `uroce run`, loopback and a veth pair
 # between two network namespaces) against qperf TCP/UDP, a busy-poll UDP
 # ping-pong (bench/udp_pingpong.c), memcpy (bench/memcpy_bw.c) and, when
-# installed, ucx_perftest over UCX's tcp transport. Writes OUT/results.md,
+# installed, ucx_perftest over UCX's tcp transport. The uroce rows on loopback
+# run with UROCE_SHM=0: they measure the UDP path (the one between hosts);
+# bench/shm.sh measures the same-host wire. Every table carries the machine's
+# system-call cost and memcpy bandwidth (section "machine", always run). Writes OUT/results.md,
 # OUT/results.json, OUT/bench.png, OUT/points.tsv (every measurement) and
 # OUT/raw/ (every program's output). See bench/README.md.
 #
@@ -34,7 +37,9 @@ usage: bench/run.sh [--quick] [--out DIR] [--reps N] [options]
   --no-veth        skip the network-namespace/veth part (needs root)
   --no-ucx         skip ucx_perftest
   --only LIST      run only these sections (comma-separated, in the usual order):
-                   floors,qperf,ucx,mw,sweep,key,cpu,veth
+                   floors,qperf,ucx,mw,sweep,key,idle,cpu,veth
+                   (the machine's syscall cost and memcpy bandwidth are
+                   always measured, at the start and at the end)
   -h, --help       this text
 EOF
 }
@@ -48,7 +53,7 @@ INSTALL=1
 VETH=1
 UCX=1
 ONLY=""
-ALL_SECTIONS="floors qperf ucx mw sweep key cpu veth"
+ALL_SECTIONS="floors qperf ucx mw sweep key idle cpu veth"
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -102,6 +107,8 @@ if ((QUICK)); then
 	LAT_SIZES=()
 	UD_SIZES=()
 	LAT_ITERS=1000
+	LAT_STEADY=5000 # the key latency points: t_typical is the steady state
+	IDLE_S=3
 	PP_ITERS=5000
 	PP_SECS=1
 	PERF_DUR=1
@@ -115,6 +122,8 @@ else
 	for ((s = 2; s <= 65536; s *= 2)); do LAT_SIZES+=("$s"); done
 	UD_SIZES=(2 64 1024 4096)
 	LAT_ITERS=3000
+	LAT_STEADY=10000
+	IDLE_S=10
 	PP_ITERS=10000
 	PP_SECS=3
 	PERF_DUR=1
@@ -123,6 +132,7 @@ else
 	Q8_SWEEP=1
 fi
 LAT_BUDGET_US=1500000 # a latency run aims at ~1.5 s: see uroce_lat
+LAT_SHORT=100         # the short-run rows (-n 100): the target idle before it
 join() { local IFS=,; echo "$*"; }
 
 # ---- logging, bookkeeping ------------------------------------------------------
@@ -249,7 +259,7 @@ done
 if [[ -z $UROCE ]]; then
 	log "building uroce (Release) in $BUILD"
 	if cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$RAW/build.log" 2>&1 &&
-		make -C "$BUILD" -j"$(nproc)" ibverbs >>"$RAW/build.log" 2>&1; then
+		make -C "$BUILD" -j"$(nproc)" ibverbs rdmacm uroce-sysfs uroce-sysfs-tree uroce-stat >>"$RAW/build.log" 2>&1; then
 		:
 	elif [[ -e $BUILD/lib/libibverbs.so.1 ]]; then
 		log "WARNING: the build failed (see raw/build.log); using the library built before in $BUILD"
@@ -264,7 +274,8 @@ fi
 
 TOOLS=$(mktemp -d /tmp/uroce-bench-tools.XXXXXX)
 cc -O2 -Wall -o "$TOOLS/udp_pingpong" "$BENCH_DIR/udp_pingpong.c" 2>"$RAW/cc.log" &&
-	cc -O2 -Wall -o "$TOOLS/memcpy_bw" "$BENCH_DIR/memcpy_bw.c" 2>>"$RAW/cc.log" ||
+	cc -O2 -Wall -o "$TOOLS/memcpy_bw" "$BENCH_DIR/memcpy_bw.c" 2>>"$RAW/cc.log" &&
+	cc -O2 -Wall -o "$TOOLS/syscall_cost" "$BENCH_DIR/syscall_cost.c" 2>>"$RAW/cc.log" ||
 	{ log "FATAL: cannot build the C helpers: $(cat "$RAW/cc.log")"; exit 1; }
 
 HAVE_UCX=0
@@ -295,8 +306,11 @@ log "uroce: $UROCE; $(grep -E 'uroce_commit|loadavg' "$OUT/meta.txt" | tr '\n' '
 
 # ---- uroce through perftest --------------------------------------------------------
 
-# Context of the next pt_pair: loopback by default; the veth part changes it.
-PT_NS_SRV="" PT_NS_CLI="" PT_ENV=() PT_DEV=uroce_lo PT_ADDR=127.0.0.1 PT_CPU=0
+# Context of the next pt_pair: loopback by default, over UDP (LO_ENV: the
+# same-host wire off); the veth part changes it, and a same-host section may
+# set PT_ENV=() to take the shared-memory wire.
+LO_ENV=(UROCE_SHM=0)
+PT_NS_SRV="" PT_NS_CLI="" PT_ENV=("${LO_ENV[@]}") PT_DEV=uroce_lo PT_ADDR=127.0.0.1 PT_CPU=0
 
 # pt_pair LABEL TMO PERFTEST_ARGS...: server and client; 0 if the client succeeded.
 # Leaves RAW/LABEL.srv and RAW/LABEL.cli (and .time files when PT_CPU=1).
@@ -371,7 +385,9 @@ uroce_bw() {
 # perftest's latency tests take an iteration count (-D reports only an average),
 # and one iteration can cost 10 us or 20 ms: each test's count adapts so that a
 # run takes about LAT_BUDGET_US, from the average of its previous run (starting
-# at 100, at most LAT_ITERS, at least 100).
+# at 1000, at most LAT_ITERS, at least 1000: fewer iterations measure the
+# target's wake-up more than its steady state; the short-run rows do that
+# on purpose, with -n LAT_SHORT).
 declare -A LATN=()
 uroce_lat() {
 	local test=$1 size=$2 rep=$3 variant=$4
@@ -380,13 +396,15 @@ uroce_lat() {
 	local key="$test/$variant" n avg
 	[[ $variant == *ud* ]] && opt=1
 	if [[ $test == ib_atomic_lat ]]; then opt=1 kind=atomic sz=(); fi
-	n=${LATN[$key]:-100}
+	n=${LATN[$key]:-1000}
+	# -n N as the first extra argument fixes the count (key and short-run rows)
+	if [[ ${1-} == -n ]]; then n=$2; shift 2; fi
 	pt_pair "$label" 60 "$test" "${sz[@]}" -n "$n" "$@"
 	row=$(pt_row "$RAW/$label.cli")
 	if [[ -n $row ]]; then
 		avg=$(awk '{ print $6 }' <<<"$row")
 		LATN[$key]=$(awk -v a="$avg" -v b="$LAT_BUDGET_US" -v max="$LAT_ITERS" \
-			'BEGIN { n = (a > 0) ? int(b / (2 * a)) : max; if (n > max) n = max; if (n < 100) n = 100; print n }')
+			'BEGIN { n = (a > 0) ? int(b / (2 * a)) : max; if (n > max) n = max; if (n < 1000) n = 1000; print n }')
 		# columns: bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9
 		record uroce "$test" "$variant" "$size" "$rep" lat_us "$(awk '{ print $5 }' <<<"$row")" ok
 		record uroce "$test" "$variant" "$size" "$rep" p99_us "$(awk '{ print $8 }' <<<"$row")" ok
@@ -505,7 +523,7 @@ ucx_point() {
 	local envs=(UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n)
 	if [[ $variant == rc_verbs ]]; then
 		label="ucx_rc_$1_$2_r$3"
-		envs=(UCX_TLS=rc UCX_NET_DEVICES=uroce_lo:1 UCX_WARN_UNUSED_ENV_VARS=n)
+		envs=(UCX_TLS=rc UCX_NET_DEVICES=uroce_lo:1 UCX_WARN_UNUSED_ENV_VARS=n "${LO_ENV[@]}")
 		run=("$UROCE" run)
 	fi
 	env "${envs[@]}" timeout -k 3 90 "${run[@]}" ucx_perftest -p "$PORT" </dev/null >"$RAW/$label.srv" 2>&1 &
@@ -537,7 +555,7 @@ ucx_point() {
 MPI_PP=""
 mpi_point() {
 	local variant=$1 size=$2 rep=$3 iters=$4 label="mpi_pingpong_$1_$2_r$3" line
-	local ucx=(-x UCX_TLS=rc -x UCX_NET_DEVICES=uroce_lo:1)
+	local ucx=(-x UCX_TLS=rc -x UCX_NET_DEVICES=uroce_lo:1 -x UROCE_SHM=0)
 	[[ $variant == tcp ]] && ucx=(-x UCX_TLS=tcp -x UCX_NET_DEVICES=lo
 		--mca opal_common_ucx_tls any --mca opal_common_ucx_devices any)
 	local root=()
@@ -644,6 +662,36 @@ veth_setup() {
 # ===================================================================================
 # The sections, in the order they run (--only picks some).
 # ===================================================================================
+
+# The kind of machine a table comes from (always measured, at the start and at
+# the end): a system call's cost (getppid, an empty recv, sched_yield) and
+# memcpy of 64 KiB in cache and from DRAM, with the load average. Rep 1 is
+# the start, rep 2 the end.
+sec_machine() { # REP
+	local rep=$1 line k v
+	timeout -k 3 60 "$TOOLS/syscall_cost" >"$RAW/syscall_cost_r$rep.out" 2>&1
+	line=$(head -1 "$RAW/syscall_cost_r$rep.out")
+	for k in getppid_ns recv_eagain_ns sched_yield_ns; do
+		v=$(sed -n "s/.*$k=\([^ ]*\).*/\1/p" <<<"$line")
+		if [[ -n $v ]]; then
+			record machine syscall "${k%_ns}" 0 "$rep" ns "$v" ok
+		else
+			record machine syscall "${k%_ns}" 0 "$rep" ns "" fail "raw/syscall_cost_r$rep.out"
+		fi
+	done
+	timeout -k 3 60 "$TOOLS/memcpy_bw" -t 0.2 "$KEY_BW" >"$RAW/memcpy_machine_r$rep.out" 2>&1
+	line=$(grep "^size=$KEY_BW " "$RAW/memcpy_machine_r$rep.out")
+	for k in hot stream; do
+		v=$(sed -n "s/.*${k}_MBps=\([^ ]*\).*/\1/p" <<<"$line")
+		if [[ -n $v ]]; then
+			record machine memcpy "$k" "$KEY_BW" "$rep" bw_MBps "$v" ok
+		else
+			record machine memcpy "$k" "$KEY_BW" "$rep" bw_MBps "" fail "raw/memcpy_machine_r$rep.out"
+		fi
+	done
+	record machine loadavg 1min 0 "$rep" load "$(cut -d' ' -f1 /proc/loadavg)" ok
+	log "machine: $line; $(cat "$RAW/syscall_cost_r$rep.out"); load $(cut -d' ' -f1-3 /proc/loadavg)"
+}
 
 sec_floors() {
 	log "floors: memcpy, busy-poll UDP ping-pong"
@@ -753,6 +801,19 @@ sec_sweep() {
 	((QUICK)) || uroce_lat ib_atomic_lat 8 0 rc
 }
 
+# The latency targets of one path: REP VARIANT SHORT_VARIANT. The four tests
+# at a steady-state count, then READ and atomic as short runs, each of which
+# starts against a fresh target that was idle before it.
+lat_set() {
+	local r=$1 v=$2 short=$3
+	uroce_lat ib_send_lat "$KEY_LAT" "$r" "$v" -n "$LAT_STEADY"
+	uroce_lat ib_write_lat "$KEY_LAT" "$r" "$v" -n "$LAT_STEADY"
+	uroce_lat ib_read_lat "$KEY_LAT" "$r" "$v" -n "$LAT_STEADY"
+	uroce_lat ib_atomic_lat 8 "$r" "$v" -n "$LAT_STEADY"
+	uroce_lat ib_read_lat "$KEY_LAT" "$r" "$short" -n "$LAT_SHORT"
+	uroce_lat ib_atomic_lat 8 "$r" "$short" -n "$LAT_SHORT"
+}
+
 sec_key() {
 	local r
 	log "key points, $REPS reps (interleaved so every rep sees the same machine)"
@@ -765,16 +826,52 @@ sec_key() {
 		uroce_bw ib_write_bw "$KEY_BW" "$r" rc_q8 -q 8
 		uroce_bw ib_write_bw "$KEY_BW" "$r" rc_q1024 -q 1024 -D 3 # setting up 1,024 QPs takes a while
 		pingpong "$KEY_LAT" "$r" "$PP_ITERS"
-		uroce_lat ib_send_lat "$KEY_LAT" "$r" rc
-		uroce_lat ib_write_lat "$KEY_LAT" "$r" rc
-		uroce_lat ib_read_lat "$KEY_LAT" "$r" rc
-		uroce_lat ib_atomic_lat 8 "$r" rc
+		lat_set "$r" rc rc_n100
+		uroce_lat ib_send_lat "$KEY_LAT" "$r" rc_n100 -n "$LAT_SHORT"
 		uroce_lat ib_send_lat "$KEY_LAT" "$r" ud -c UD
 		uroce_bw ib_send_bw "$KEY_LAT" "$r" ud -c UD
 		qperf_point tcp_lat "$KEY_LAT" "$r" lat_us 1
 		qperf_point udp_lat "$KEY_LAT" "$r" lat_us 1
 	done
 	qperf_stop
+}
+
+# Idle: a process with an open RC QP and no traffic (ibv_rc_pingpong's server,
+# which creates its QP and then waits for a client that never comes): CPU
+# time over IDLE_S seconds from /proc/PID/stat, as a share of one core. The
+# target: under 1%.
+sec_idle() {
+	local r label pid c0 c1
+	log "idle: ibv_rc_pingpong server with its QP, no client, ${IDLE_S} s, $REPS reps"
+	if ! command -v ibv_rc_pingpong >/dev/null; then
+		record uroce idle rc_pingpong 0 1 cpu_pct "" n/a "ibv_rc_pingpong (ibverbs-utils) missing"
+		return
+	fi
+	for ((r = 1; r <= REPS; r++)); do
+		label=uroce_idle_r$r
+		next_port
+		env "${LO_ENV[@]}" timeout -k 3 $((IDLE_S + 30)) "$UROCE" run ibv_rc_pingpong -d uroce_lo -g 0 \
+			-p "$PORT" </dev/null >"$RAW/$label.out" 2>&1 &
+		pid=$!
+		BG_PIDS+=("$pid")
+		if ! wait_listen "$PORT" "" 10 "$pid"; then
+			record uroce idle rc_pingpong 0 "$r" cpu_pct "" fail "raw/$label.out"
+			reap "$pid" 0
+			continue
+		fi
+		sleep 0.5 # past the start-up
+		c0=$(proc_cpu_s "$pid")
+		sleep "$IDLE_S"
+		c1=$(proc_cpu_s "$pid")
+		if [[ -n $c0 && -n $c1 ]]; then
+			record uroce idle rc_pingpong 0 "$r" cpu_pct \
+				"$(awk -v a="$c0" -v b="$c1" -v t="$IDLE_S" 'BEGIN { printf "%.3f", 100 * (b - a) / t }')" ok \
+				"$c0 s -> $c1 s of CPU in $IDLE_S s"
+		else
+			record uroce idle rc_pingpong 0 "$r" cpu_pct "" fail "raw/$label.out"
+		fi
+		reap "$pid" 0
+	done
 }
 
 sec_cpu() {
@@ -798,11 +895,12 @@ sec_veth() {
 	fi
 	# both ends' interfaces are named $VIF (each in its own namespace), so
 	# both processes open the device uroce_$VIF
-	PT_NS_SRV=$NSA PT_NS_CLI=$NSB PT_ENV=("UROCE_IFACES=$VIF") PT_DEV=uroce_$VIF PT_ADDR=$VETH_A_IP
+	PT_NS_SRV=$NSA PT_NS_CLI=$NSB PT_ENV=("UROCE_IFACES=$VIF" "${LO_ENV[@]}") PT_DEV=uroce_$VIF PT_ADDR=$VETH_A_IP
 	qperf_start "$NSA" || log "veth: qperf server did not start"
 	for ((r = 1; r <= REPS; r++)); do
 		log "  rep $r/$REPS"
 		uroce_bw ib_write_bw "$KEY_BW" "$r" veth
+		lat_set "$r" veth veth_n100
 		qperf_run "qperf_veth_tcp_bw_${KEY_BW}_r$r" "$PERF_DUR" "$KEY_BW" tcp_bw "$VETH_A_IP" "$NSB"
 		v=$QV
 		if [[ -n $v ]]; then
@@ -812,16 +910,18 @@ sec_veth() {
 		fi
 	done
 	qperf_stop
-	PT_NS_SRV="" PT_NS_CLI="" PT_ENV=() PT_DEV=uroce_lo PT_ADDR=127.0.0.1
+	PT_NS_SRV="" PT_NS_CLI="" PT_ENV=("${LO_ENV[@]}") PT_DEV=uroce_lo PT_ADDR=127.0.0.1
 	cleanup
 }
 
+sec_machine 1
 for sec in $SECTIONS; do
 	case $sec in
-	floors | qperf | ucx | mw | sweep | key | cpu) "sec_$sec" ;;
+	floors | qperf | ucx | mw | sweep | key | idle | cpu) "sec_$sec" ;;
 	veth) ((VETH)) && sec_veth ;;
 	esac
 done
+sec_machine 2
 
 log "loadavg at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "loadavg_end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.txt"

@@ -139,9 +139,46 @@ static void wake_events(struct uroce_ctx *ctx, int timeout_ms)
  * that keeps the thread spinning must not hold back a connection. */
 #define UROCE_SPIN_EVENTS_NS 200000ull
 
-static void spin(struct uroce_ctx *ctx)
+/* A peer on the thread's CPU.  The scheduler wakes the thread on the CPU of
+ * the process whose packet woke it (wake-affine), so the target of a short
+ * READ/atomic burst often shares a CPU with its requester until the load
+ * balancer parts them - for a whole run of ib_read_lat -n 100.  A spin there
+ * is pure loss: the request cannot arrive until the spinner yields, and each
+ * side then holds the CPU for its own spin before the other runs (measured,
+ * load 12-16: every request of such a run came only after a yield of 15-20
+ * us, 31-42 us per READ, against 20-26 us with the thread asleep between
+ * requests and 12.5 us with the two on different CPUs, spinning).  A spin
+ * that found UROCE_SPIN_COLOC_SPINS packets in a row each only after a yield
+ * that ran another thread (over UROCE_SPIN_RAN_NS) takes the requester to
+ * share its CPU: the thread then sleeps in epoll_wait straight after its
+ * traffic instead, where the requester's packet wakes it (and the requester,
+ * yielding after 1 us, src/verbs/cq.c, lets it run at once).  One traffic
+ * burst in UROCE_SPIN_COLOC_PROBE spins anyway to see whether the two have
+ * been parted; a packet found spinning without a yield ends the guess. */
+#define UROCE_SPIN_RAN_NS      5000ull
+#define UROCE_SPIN_COLOC_SPINS 4u
+#define UROCE_SPIN_COLOC_PROBE 16u
+
+struct spin_learn {
+	unsigned after_yield; /* consecutive packets that came only after a yield that ran */
+	unsigned bursts;      /* traffic bursts while the guess holds (probe count) */
+};
+
+static bool coloc_guess(const struct spin_learn *l)
+{
+	return l->after_yield >= UROCE_SPIN_COLOC_SPINS;
+}
+
+/* After traffic: spin, unless the guess holds and this is not a probe. */
+static bool spin_skip(struct spin_learn *l)
+{
+	return coloc_guess(l) && ++l->bursts % UROCE_SPIN_COLOC_PROBE;
+}
+
+static void spin(struct uroce_ctx *ctx, struct spin_learn *l)
 {
 	uint64_t limit = spin_ns(), start = uroce_now_ns(), last = start, events = start;
+	bool ran = false; /* a yield since the last packet let another thread run */
 
 	while (limit && !atomic_load(&ctx->stop)) {
 		uint64_t now, t;
@@ -158,12 +195,23 @@ static void spin(struct uroce_ctx *ctx)
 			events = now;
 			wake_events(ctx, 0);
 		}
-		if (got)
+		if (got) {
+			uroce_count(ctx, prog_spin_rx, 1);
+			if (!ran)
+				l->after_yield = 0;
+			else if (l->after_yield < UROCE_SPIN_COLOC_SPINS)
+				l->after_yield++;
+			if (spin_skip(l))
+				return;
+			ran = false;
 			last = now;
-		else if (now - last > limit)
+		} else if (now - last > limit) {
 			return;
-		else if (now - last > UROCE_SPIN_YIELD_NS)
+		} else if (now - last > UROCE_SPIN_YIELD_NS) {
 			sched_yield();
+			if (uroce_now_ns() - now > UROCE_SPIN_RAN_NS)
+				ran = true;
+		}
 	}
 }
 
@@ -171,6 +219,7 @@ static void *progress_main(void *arg)
 {
 	struct uroce_ctx *ctx = arg;
 	struct epoll_event ev[16];
+	struct spin_learn learn = {0};
 
 	while (!atomic_load(&ctx->stop)) {
 		uint64_t t = atomic_load(&ctx->timer_ns), now = uroce_now_ns();
@@ -216,6 +265,8 @@ static void *progress_main(void *arg)
 		}
 		uroce_shm_sleep(ctx, false);
 		atomic_store(&ctx->prog_deep, false);
+		if (n > 0)
+			uroce_count(ctx, prog_wakeups, 1);
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.ptr == NULL) {
 				drain_wake(ctx);
@@ -227,8 +278,10 @@ static void *progress_main(void *arg)
 			}
 			got += uroce_ep_poll(ev[i].data.ptr, 256);
 		}
-		if (got)
-			spin(ctx);
+		if (got && spin_skip(&learn))
+			uroce_count(ctx, prog_coloc_sleeps, 1);
+		else if (got)
+			spin(ctx, &learn);
 	}
 	return NULL;
 }

@@ -74,8 +74,18 @@
 	X(shm_full, "shm_ring_full", "packets dropped: the peer's shared-memory ring was full")    \
 	X(shm_bad, "shm_bad_ring", "shared-memory links dropped: the peer corrupted the ring")
 
-#define UROCE_DEV_COUNTERS(X) UROCE_COMMON_COUNTERS(X) UROCE_DEV_ONLY_COUNTERS(X)
-#define UROCE_QP_COUNTERS(X)  UROCE_COMMON_COUNTERS(X)
+/* Device-wide: the progress thread (src/core/progress.c). */
+#define UROCE_PROG_COUNTERS(X)                                                                     \
+	X(prog_wakeups, "progress_wakeups",                                                        \
+	  "progress thread: sleeps in epoll_wait ended by an event")                               \
+	X(prog_spin_rx, "progress_spin_batches",                                                   \
+	  "progress thread: receive batches found spinning")                                       \
+	X(prog_coloc_sleeps, "progress_coloc_sleeps",                                              \
+	  "progress thread: traffic bursts followed by a sleep, not a spin (peer on its CPU)")
+
+#define UROCE_DEV_COUNTERS(X)                                                                      \
+	UROCE_COMMON_COUNTERS(X) UROCE_DEV_ONLY_COUNTERS(X) UROCE_PROG_COUNTERS(X)
+#define UROCE_QP_COUNTERS(X) UROCE_COMMON_COUNTERS(X)
 
 #define UROCE_STATS_FIELD_(field, name, desc) _Atomic uint64_t field;
 

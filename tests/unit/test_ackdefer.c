@@ -83,9 +83,13 @@ static void test_progress_engine(void)
 	/* B then makes no verbs call at all: its progress engine sends it */
 	b_receives(1);
 	CHECK(a_completes_within(2000, 1), "progress engine sends the owed ACK");
-	/* one ACK - and one more per duplicate, should A's retransmission
-	 * probe have resent the SEND while B's thread was descheduled */
-	CHECK(CNT(&H, 1, acks_tx) - acks0 == 1 + CNT(&H, 1, dup_req) - dups0,
+	/* one ACK - and up to one more per duplicate, should A's retransmission
+	 * probe have resent the SEND while B's thread was descheduled (a
+	 * duplicate that arrives while the first ACK is still owed is answered
+	 * by that one ACK: seen under load, with the library before and after
+	 * the progress changes) */
+	CHECK(CNT(&H, 1, acks_tx) - acks0 >= 1 &&
+		  CNT(&H, 1, acks_tx) - acks0 <= 1 + CNT(&H, 1, dup_req) - dups0,
 	      "one ACK: %llu (%llu duplicates)", (unsigned long long)(CNT(&H, 1, acks_tx) - acks0),
 	      (unsigned long long)(CNT(&H, 1, dup_req) - dups0));
 }
