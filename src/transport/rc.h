@@ -142,6 +142,10 @@ struct uroce_sack {
 	uint32_t nheld;
 	uint16_t held_epoch; /* the requester incarnation they came from */
 	struct uroce_pkt *held;
+	/* responder: the number of the last selective ACK sent (its high
+	 * byte); requester: of the newest one received, if any */
+	uint8_t sack_no, sack_rx_no;
+	bool sack_rx_seen;
 	/* requester: what was sent at each slot, and when; how many of the
 	 * packets in flight a selective ACK showed held (not in the network) */
 	uint32_t seq, nsacked;
@@ -241,6 +245,10 @@ bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt);
 bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt);
 /* Responder: send a selective ACK acknowledging psn, describing the held. */
 void uroce_sack_send(struct uroce_qp *qp, uint32_t psn);
+/* Requester: forget what selective ACKs showed held (RFC 2018, 8: the
+ * responder may have dropped it since - a NAK, a reset requester): after
+ * a go-back and at every timeout. */
+void uroce_sack_forget(struct uroce_qp *qp);
 /* Requester: una moved from old: the held ones before it leave nsacked. */
 void uroce_sack_acked(struct uroce_qp *qp, uint32_t old);
 /* Requester: a selective ACK's bitmap: resend what it shows lost. */
