@@ -156,7 +156,10 @@ struct uroce_sack {
 	uint32_t cwnd;
 	uint64_t base_rtt_ns, cc_next_ns, target_ns;
 	uint64_t last_rtt_ns, loss_mode_until_ns;
-	/* requester: READ responses placed ahead of una (comp.c) */
+	/* requester: READ responses placed ahead of una (comp.c), the
+	 * highest of them */
+	uint32_t rsp_hi;
+	bool rsp_hi_valid;
 	struct {
 		uint32_t psn;
 		bool valid, end;
@@ -254,12 +257,15 @@ void uroce_sack_acked(struct uroce_qp *qp, uint32_t old);
 /* Requester: a selective ACK's bitmap: resend what it shows lost. */
 void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt);
 /* Requester: a retransmission probe: resend the newest packet sent, whose
- * answer says what is missing (and the rest of a READ at una). */
+ * answer says what is missing - or, when una is in a READ or atomic, what
+ * is missing of it. */
 void uroce_sack_probe(struct uroce_qp *qp);
-/* Requester: a retransmission timeout: resend the oldest unacknowledged
- * packet and every one no selective ACK showed held - what go-back-N would
- * resend, less what the responder has. */
+/* Requester: a retransmission timeout: forget what selective ACKs showed
+ * held and resend every packet in flight (what go-back-N would resend),
+ * without moving the send state. */
 void uroce_sack_timeout(struct uroce_qp *qp);
+/* Requester: its state, in the debug log (retries exhausted). */
+void uroce_sack_dump(struct uroce_qp *qp);
 /* Requester: send the request packet at psn again, as it was (req.c). */
 bool uroce_req_resend(struct uroce_qp *qp, uint32_t psn);
 /* The SQ index of the sent WQE psn belongs to (comp.c). */

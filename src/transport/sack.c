@@ -319,13 +319,16 @@ void uroce_sack_probe(struct uroce_qp *qp)
 
 	uroce_qp_count(qp, retries, 1);
 	uroce_cc_loss(qp);
+	/* a READ (or atomic) at una whose responses stopped: ask for what
+	 * is missing of it; what follows waits for its answer */
+	if (uroce_wqe_idx_for_psn(qp, una, &i) && swqe_is_rd(swqe(qp, i))) {
+		resend(qp, una);
+		return;
+	}
 	do {
 		p = (p - 1) & UR_PSN_MASK;
 	} while (!tx_slot(qp, p) && ur_psn_diff(p, una) > 0);
 	resend(qp, p);
-	/* a READ (or atomic) whose responses stopped: ask for the rest */
-	if (p != una && uroce_wqe_idx_for_psn(qp, una, &i) && swqe_is_rd(swqe(qp, i)))
-		resend(qp, una);
 }
 
 /* A round trip sample (one per round trip, never of a resent packet):
@@ -413,4 +416,32 @@ void uroce_cc_loss(struct uroce_qp *qp)
 	if (sk->cwnd < CC_MIN_PKTS << 10)
 		sk->cwnd = CC_MIN_PKTS << 10;
 	sk->cc_next_ns = now + sk->last_rtt_ns;
+}
+
+/* Requester: what a failure to make progress leaves behind (debug log). */
+void uroce_sack_dump(struct uroce_qp *qp)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint32_t una = qp->req.una_psn;
+
+	ur_dbg("QP 0x%06x req: una %u psn %u max %u inflight %u rd %u retry %d need_retry %d@%u "
+	       "sq %u/%u/%u off %u nsacked %u rx_no %u",
+	       qp->ibqp.qp_base.qp_num, una, qp->req.psn, qp->req.max_psn, qp->req.inflight,
+	       qp->req.rd_inflight, qp->req.retry_cnt, qp->req.need_retry, qp->req.retry_psn,
+	       qp->sq.tail, qp->sq.req, qp->sq.head, qp->req.offset, sk ? sk->nsacked : 0,
+	       sk ? sk->sack_rx_no : 0);
+	for (uint32_t i = qp->sq.tail; i != qp->sq.head && i - qp->sq.tail < 8; i++) {
+		struct uroce_swqe *w = swqe(qp, i);
+
+		ur_dbg("  wqe %u op %d len %u state %d psn %u..%u", i, w->opcode, w->length,
+		       w->state, w->first_psn, w->last_psn);
+	}
+	for (uint32_t p = una; sk && ur_psn_diff(p, qp->req.psn) < 0 && p - una < 64;
+	     p = (p + 1) & UR_PSN_MASK) {
+		struct uroce_sack_tx *t = tx_slot(qp, p);
+
+		if (t || rc_sack_placed(qp, p))
+			ur_dbg("  psn %u tx %s seq %u sacked %d placed %d", p, t ? "yes" : "no",
+			       t ? t->seq : 0, t ? t->sacked : 0, rc_sack_placed(qp, p));
+	}
 }

@@ -176,8 +176,9 @@ static void test_request_loss(void)
  * the first missing response, nothing after it is resent. */
 static void test_read_loss(void)
 {
-	static const char *const spec[] = {"drop_to=%A:1+1", "drop_to=%A:1+5", "drop_to=%A:1+9",
-					   "drop_to=%A:3+3", "drop_to=%B:1+1"};
+	static const char *const spec[] = {"drop_to=%A:1+1", "drop_to=%A:1+5",
+					   "drop_to=%A:1+9", "drop_to=%A:3+3",
+					   "drop_to=%B:1+1", "drop_to=%A:1+3,drop_to=%A:1+6"};
 
 	for (unsigned int i = 0; i < sizeof(spec) / sizeof(spec[0]); i++) {
 		struct outcome r = run(IBV_WR_RDMA_READ, spec[i], -1);
