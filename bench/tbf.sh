@@ -5,9 +5,9 @@
 # and flows through it at the same time (issue 16, docs/design.md
 # "Congestion control"):
 #   - N uroce RC ib_write_bw flows (separate processes, 64 KiB, -D DUR)
-#     into one receiver namespace: selective repeat with congestion control
-#     (UROCE_SACK=1 UROCE_CC=1), without it (UROCE_SACK=1) and the default
-#     (IBTA go-back-N);
+#     into one receiver namespace: selective repeat (the default) with
+#     congestion control (UROCE_CC=1), without it (UROCE_CC=0), and IBTA
+#     go-back-N (UROCE_SACK=0);
 #   - N TCP flows (qperf tcp_bw) over the same link, the peer column;
 #   - one uroce flow and one TCP flow together; one uroce flow alone.
 # Prints each flow's goodput, the aggregate against the link, Jain's

@@ -261,7 +261,7 @@ void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt);
  * is missing of it. */
 void uroce_sack_probe(struct uroce_qp *qp);
 /* Requester: a retransmission timeout: forget what selective ACKs showed
- * held and resend every packet in flight (what go-back-N would resend),
+ * held and resend a window from una (what go-back-N would resend first),
  * without moving the send state. */
 void uroce_sack_timeout(struct uroce_qp *qp);
 /* Requester: its state, in the debug log (retries exhausted). */

@@ -301,10 +301,16 @@ void uroce_sack_timeout(struct uroce_qp *qp)
 	 * go-back-N would, but without moving the send state */
 	uroce_sack_forget(qp);
 	resend(qp, una);
-	for (uint32_t p = (una + 1) & UR_PSN_MASK; ur_psn_diff(p, qp->req.psn) < 0;
-	     p = (p + 1) & UR_PSN_MASK)
-		if (tx_slot(qp, p))
+	/* at most a window at once: 1,024 PSNs in one burst overflow the
+	 * responder's socket, and the losses start the timeout over; what
+	 * lies beyond is resent as the selective ACKs of these show it
+	 * missing, or by the probes */
+	for (uint32_t p = (una + 1) & UR_PSN_MASK, n = 1;
+	     ur_psn_diff(p, qp->req.psn) < 0 && n < rc_cwnd(qp); p = (p + 1) & UR_PSN_MASK)
+		if (tx_slot(qp, p)) {
 			resend(qp, p);
+			n++;
+		}
 }
 
 /* One packet per probe, the newest one sent (as TCP's tail loss probe):
