@@ -229,6 +229,15 @@ static void test_negotiation(void)
  * is lost, B holds the rest of them, then the second SEND draws an RNR
  * NAK; the other receives come later.  Several seeds. */
 #define RENEGE_N 3
+static void renege_recv(struct harness *h, int i, uint32_t size, uint32_t slot)
+{
+	struct ibv_sge sg = {(uintptr_t)(h->s[1].buf + REMOTE_BASE + i * slot), size,
+			     h->s[1].mr->lkey};
+	struct ibv_recv_wr rw = {.wr_id = 100 + (uint64_t)i, .sg_list = &sg, .num_sge = 1}, *bad;
+
+	CHECK(ibv_post_recv(h->s[1].qp, &rw, &bad) == 0, "post_recv %d", i);
+}
+
 static void test_renege(void)
 {
 	const uint32_t size = 2 * 1024 + 100, slot = 4096;
@@ -251,16 +260,8 @@ static void test_renege(void)
 		snprintf(spec, sizeof(spec), "drop_to=0x%06x:1,reorder=0.5,reorder_ms=3,seed=%u",
 			 h.s[1].qp->qp_num, seed);
 		setenv("UROCE_FAULT", spec, 1);
+		renege_recv(&h, 0, size, slot);
 		for (int i = 0; i < RENEGE_N; i++) {
-			struct ibv_sge sg = {(uintptr_t)(h.s[1].buf + REMOTE_BASE + i * slot), size,
-					     h.s[1].mr->lkey};
-			struct ibv_recv_wr rw = {.wr_id = 100 + (uint64_t)i,
-						 .sg_list = &sg,
-						 .num_sge = 1},
-					   *bad;
-
-			if (i == 0)
-				CHECK(ibv_post_recv(h.s[1].qp, &rw, &bad) == 0, "post_recv");
 			memset(h.s[1].buf + REMOTE_BASE + i * slot, 0, size);
 			fill_pattern(h.s[0].buf + LOCAL_BASE + i * slot, size, seed * 10 + i);
 		}
@@ -280,16 +281,8 @@ static void test_renege(void)
 		 * others wait for receives */
 		ok = wait_wc(h.s[1].rcq, rwc, 1, WAIT_MS) == 0 && rwc[0].status == IBV_WC_SUCCESS;
 		usleep(20000);
-		for (int i = 1; i < RENEGE_N; i++) {
-			struct ibv_sge sg = {(uintptr_t)(h.s[1].buf + REMOTE_BASE + i * slot), size,
-					     h.s[1].mr->lkey};
-			struct ibv_recv_wr rw = {.wr_id = 100 + (uint64_t)i,
-						 .sg_list = &sg,
-						 .num_sge = 1},
-					   *bad;
-
-			CHECK(ibv_post_recv(h.s[1].qp, &rw, &bad) == 0, "post_recv");
-		}
+		for (int i = 1; i < RENEGE_N; i++)
+			renege_recv(&h, i, size, slot);
 		ok = ok && wait_wc(h.s[1].rcq, rwc + 1, RENEGE_N - 1, WAIT_MS) == 0 &&
 		     wait_wc(h.s[0].scq, swc, RENEGE_N, WAIT_MS) == 0;
 		for (int i = 0; ok && i < RENEGE_N; i++)
