@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# RC ib_write_bw / ib_send_bw, 64 KiB, on uroce_lo with random loss from
-# UROCE_FAULT (drop on transmit in both processes: requests, ACKs and
-# selective ACKs alike) against the loss-free run, in one run, reps
-# interleaved: selective repeat (UROCE_SACK=1), with congestion control
-# (UROCE_CC=1) and the default, IBTA go-back-N.  Retransmitted packets (the requester's
-# retransmitted_pkts) against the packets UROCE_FAULT dropped, from the
-# counters each process logs at exit (UROCE_LOG=info).
-# Usage: bench/lossy.sh [BUILD_DIR]   (REPS=3 DUR=4)
+# RC ib_write_bw / ib_send_bw / ib_read_bw, 64 KiB, on uroce_lo with random
+# loss from UROCE_FAULT (drop on transmit in both processes: requests, ACKs,
+# selective ACKs and READ responses alike) against the loss-free run, in one
+# run, reps interleaved: selective repeat (the default), with congestion
+# control (UROCE_CC=1) and IBTA go-back-N (UROCE_SACK=0).  Retransmitted
+# packets (the requester's retransmitted_pkts) against the packets
+# UROCE_FAULT dropped, from the counters each process logs at exit
+# (UROCE_LOG=info).
+# Usage: bench/lossy.sh [BUILD_DIR]   (REPS=3 DUR=4 TESTS="ib_write_bw
+# ib_send_bw ib_read_bw" VARIANTS="1 2 0": 1 selective repeat, 2 with CC,
+# 0 go-back-N)
 set -uo pipefail
 B=${1:-$(dirname "$0")/../build}
 B=$(cd "$B" && pwd)
@@ -33,21 +36,23 @@ one() { # TEST DROP VARIANT REP -> "MiB/s resent dropped"
 	cat "$f.cli" "$f.srv" | grep -ho "fault_drop [0-9]*" | awk '{ s += $2 } END { printf "%d\n", s }'
 }
 
-VARIANT=("go-back-N (default)" "UROCE_SACK=1" "UROCE_SACK=1 UROCE_CC=1")
+VARIANT=("go-back-N (UROCE_SACK=0)" "selective (default)" "selective + UROCE_CC=1")
+TESTS=${TESTS:-ib_write_bw ib_send_bw ib_read_bw}
+VARIANTS=${VARIANTS:-1 2 0}
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }'; }
 
 echo "== uroce_lo, 64 KiB, -D $DUR, $REPS reps, $(date -u +%FT%TZ), $(git -C "$B/.." rev-parse --short HEAD 2>/dev/null), load $(cut -d' ' -f1-3 /proc/loadavg)"
-for t in ib_write_bw ib_send_bw; do
+for t in $TESTS; do
 	declare -A bw=() rs=() dr=()
 	for ((r = 1; r <= REPS; r++)); do
-		for cfg in "0 1" "0.01 1" "0.05 1" "0 2" "0.01 2" "0.05 2" "0 0" "0.01 0" "0.05 0"; do
+		for s in $VARIANTS; do for cfg in "0 $s" "0.01 $s" "0.05 $s"; do
 			read -r b x y <<<"$(one "$t" ${cfg% *} ${cfg#* } "$r")"
 			bw[$cfg]+="$b "
 			rs[$cfg]=$((${rs[$cfg]:-0} + x))
 			dr[$cfg]=$((${dr[$cfg]:-0} + y))
-		done
+		done; done
 	done
-	for s in 1 2 0; do
+	for s in $VARIANTS; do
 		base=$(tr ' ' '\n' <<<"${bw["0 $s"]}" | grep . | median)
 		for d in 0 0.01 0.05; do
 			cfg="$d $s"

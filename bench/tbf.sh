@@ -5,9 +5,9 @@
 # and flows through it at the same time (issue 16, docs/design.md
 # "Congestion control"):
 #   - N uroce RC ib_write_bw flows (separate processes, 64 KiB, -D DUR)
-#     into one receiver namespace: selective repeat with congestion control
-#     (UROCE_SACK=1 UROCE_CC=1), without it (UROCE_SACK=1) and the default
-#     (IBTA go-back-N);
+#     into one receiver namespace: selective repeat (the default) with
+#     congestion control (UROCE_CC=1), without it (UROCE_CC=0), and IBTA
+#     go-back-N (UROCE_SACK=0);
 #   - N TCP flows (qperf tcp_bw) over the same link, the peer column;
 #   - one uroce flow and one TCP flow together; one uroce flow alone.
 # Prints each flow's goodput, the aggregate against the link, Jain's
@@ -160,7 +160,7 @@ one u1n "1 uroce flow alone, SACK only" uroce 1 UROCE_SACK=1
 one tcp "$N TCP flows (qperf)" tcp "$N"
 one cc "$N uroce flows, UROCE_CC=1" uroce "$N" UROCE_SACK=1 UROCE_CC=1
 one nocc "$N uroce flows, SACK only" uroce "$N" UROCE_SACK=1
-one gbn "$N uroce, go-back-N (default)" uroce "$N"
+one gbn "$N uroce, go-back-N" uroce "$N" UROCE_SACK=0
 one mix "1 uroce (UROCE_CC=1) + 1 TCP" mixed 1 UROCE_SACK=1 UROCE_CC=1
 one mixnocc "1 uroce (SACK only) + 1 TCP" mixed 1 UROCE_SACK=1
 echo "raw output: $OUT"

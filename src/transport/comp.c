@@ -399,6 +399,9 @@ static bool read_resp_ahead(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		qp->sk->rsp[pkt->psn % UR_SACK_WIN].psn = pkt->psn;
 		qp->sk->rsp[pkt->psn % UR_SACK_WIN].valid = true;
 		qp->sk->rsp[pkt->psn % UR_SACK_WIN].end = !!(pkt->mask & URM_END);
+		if (!qp->sk->rsp_hi_valid || ur_psn_diff(pkt->psn, qp->sk->rsp_hi) > 0)
+			qp->sk->rsp_hi = pkt->psn;
+		qp->sk->rsp_hi_valid = true;
 		uroce_qp_count(qp, out_of_seq, 1);
 	} else {
 		uroce_qp_count(qp, duplicates, 1);
@@ -407,9 +410,13 @@ static bool read_resp_ahead(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	return true;
 }
 
-/* una reached responses placed ahead of it: move over them. */
+/* una reached responses placed ahead of it: move over them.  If it stops
+ * at another gap with responses placed after it, that one is lost too (a
+ * later response arrived): ask for it now, not at the timeout. */
 static void read_resp_drain(struct uroce_qp *qp)
 {
+	uint32_t una = qp->req.una_psn;
+
 	while (qp->attr.qp_state != IBV_QPS_ERR && rc_sack_placed(qp, qp->req.una_psn)) {
 		uint32_t psn = qp->req.una_psn;
 		struct uroce_swqe *w = wqe_for_psn(qp, psn);
@@ -419,6 +426,9 @@ static void read_resp_drain(struct uroce_qp *qp)
 			return;
 		resp_placed(qp, psn, qp->sk->rsp[psn % UR_SACK_WIN].end, w);
 	}
+	if (qp->attr.qp_state != IBV_QPS_ERR && qp->req.una_psn != una && qp->sk->rsp_hi_valid &&
+	    ur_psn_diff(qp->sk->rsp_hi, qp->req.una_psn) > 0)
+		retry_from_una(qp);
 }
 
 static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)

@@ -142,6 +142,10 @@ struct uroce_sack {
 	uint32_t nheld;
 	uint16_t held_epoch; /* the requester incarnation they came from */
 	struct uroce_pkt *held;
+	/* responder: the number of the last selective ACK sent (its high
+	 * byte); requester: of the newest one received, if any */
+	uint8_t sack_no, sack_rx_no;
+	bool sack_rx_seen;
 	/* requester: what was sent at each slot, and when; how many of the
 	 * packets in flight a selective ACK showed held (not in the network) */
 	uint32_t seq, nsacked;
@@ -152,7 +156,10 @@ struct uroce_sack {
 	uint32_t cwnd;
 	uint64_t base_rtt_ns, cc_next_ns, target_ns;
 	uint64_t last_rtt_ns, loss_mode_until_ns;
-	/* requester: READ responses placed ahead of una (comp.c) */
+	/* requester: READ responses placed ahead of una (comp.c), the
+	 * highest of them */
+	uint32_t rsp_hi;
+	bool rsp_hi_valid;
 	struct {
 		uint32_t psn;
 		bool valid, end;
@@ -241,17 +248,24 @@ bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt);
 bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt);
 /* Responder: send a selective ACK acknowledging psn, describing the held. */
 void uroce_sack_send(struct uroce_qp *qp, uint32_t psn);
+/* Requester: forget what selective ACKs showed held (RFC 2018, 8: the
+ * responder may have dropped it since - a NAK, a reset requester): after
+ * a go-back and at every timeout. */
+void uroce_sack_forget(struct uroce_qp *qp);
 /* Requester: una moved from old: the held ones before it leave nsacked. */
 void uroce_sack_acked(struct uroce_qp *qp, uint32_t old);
 /* Requester: a selective ACK's bitmap: resend what it shows lost. */
 void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt);
 /* Requester: a retransmission probe: resend the newest packet sent, whose
- * answer says what is missing (and the rest of a READ at una). */
+ * answer says what is missing - or, when una is in a READ or atomic, what
+ * is missing of it. */
 void uroce_sack_probe(struct uroce_qp *qp);
-/* Requester: a retransmission timeout: resend the oldest unacknowledged
- * packet and every one no selective ACK showed held - what go-back-N would
- * resend, less what the responder has. */
+/* Requester: a retransmission timeout: forget what selective ACKs showed
+ * held and resend a window from una (what go-back-N would resend first),
+ * without moving the send state. */
 void uroce_sack_timeout(struct uroce_qp *qp);
+/* Requester: its state, in the debug log (retries exhausted). */
+void uroce_sack_dump(struct uroce_qp *qp);
 /* Requester: send the request packet at psn again, as it was (req.c). */
 bool uroce_req_resend(struct uroce_qp *qp, uint32_t psn);
 /* The SQ index of the sent WQE psn belongs to (comp.c). */

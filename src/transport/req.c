@@ -512,7 +512,7 @@ void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
 	qp->req.psn = psn;
 	qp->req.inflight = 0;
 	if (qp->sk)
-		qp->sk->nsacked = 0; /* all of it is sent again */
+		uroce_sack_forget(qp); /* all of it is sent again */
 	qp->req.rd_inflight = 0;
 	qp->req.deadline_ns = 0;
 	qp->req.rtt_on = false;
@@ -524,6 +524,7 @@ void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
 void uroce_req_retry_exceeded(struct uroce_qp *qp)
 {
 	ur_dbg("QP 0x%06x: transport retry counter exceeded", qp->ibqp.qp_base.qp_num);
+	uroce_sack_dump(qp);
 	if (qp->sq.tail == qp->sq.head) {
 		uroce_qp_error(qp);
 		return;
@@ -564,8 +565,10 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 		/* no probe while READs/atomics are outstanding: resending them
 		 * makes the responder replay every READ from una_psn, which
 		 * against a slow responder (kernel rxe under load) never
-		 * catches up; their loss is found by the timeout */
-		bool probe = rx == qp->req.probe_rx && !qp->req.rd_inflight && probe_claim(qp, rx);
+		 * catches up; their loss is found by the timeout.  With
+		 * selective repeat a probe asks only for what is missing. */
+		bool probe = rx == qp->req.probe_rx && (!qp->req.rd_inflight || rc_sack_req(qp)) &&
+			     probe_claim(qp, rx);
 
 		if (probe) {
 			qp->req.probes++;

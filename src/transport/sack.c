@@ -6,9 +6,11 @@
  *
  * SACK packet (opcode UR_OPC_SACK = 0xD1): BTH with the PSN acknowledged
  * (every PSN up to it, as an ACKNOWLEDGE's), AETH as an ACK's, then 132
- * payload bytes: the first PSN the responder misses (base, 4 bytes, high
- * byte 0) and a 1,024-bit map, bit i (byte i / 8, bit i % 8 from the least
- * significant) set when PSN base + i is held.  Bit 0 is always clear.
+ * payload bytes: the first PSN the responder misses (base, 3 bytes, after
+ * a byte numbering the QP's selective ACKs) and a 1,024-bit map, bit i
+ * (byte i / 8, bit i % 8 from the least significant) set when PSN base + i
+ * is held.  Bit 0 is always clear.  The number tells a late (reordered)
+ * selective ACK from a newer one: only the newest says what is missing.
  *
  * All of it runs under qp->lock.
  */
@@ -37,9 +39,9 @@ int uroce_sack_init(struct uroce_qp *qp)
 	const char *e = getenv("UROCE_SACK");
 
 	uroce_sack_free(qp);
-	/* off unless asked for (UROCE_SACK=1): see docs/selective-repeat.md,
-	 * "Status" */
-	if (qp->tr != UR_TR_RC || uroce_std_mode() || !e || strcmp(e, "1"))
+	/* offered by every RC QP in native mode unless UROCE_SACK=0; used
+	 * only once the peer's packets offer it too */
+	if (qp->tr != UR_TR_RC || uroce_std_mode() || (e && !strcmp(e, "0")))
 		return 0;
 	qp->sk = calloc(1, sizeof(*qp->sk));
 	if (!qp->sk)
@@ -160,7 +162,7 @@ void uroce_sack_send(struct uroce_qp *qp, uint32_t psn)
 
 	uroce_pkt_init(&pkt, buf, UR_OPC_SACK, qp->attr.dest_qp_num, psn, UR_SACK_PAYLOAD);
 	ur_aeth_set(&pkt, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.msn);
-	ur_put32(pkt.payload, base);
+	ur_put32(pkt.payload, base | (uint32_t)++sk->sack_no << 24);
 	map = pkt.payload + 4;
 	memset(map, 0, UR_SACK_WIN / 8);
 	for (uint32_t i = 0; sk->held && i < UR_SACK_WIN; i++) {
@@ -181,6 +183,13 @@ void uroce_sack_send(struct uroce_qp *qp, uint32_t psn)
 	}
 	uroce_qp_count(qp, sacks_tx, 1);
 	uroce_qp_xmit(qp, &pkt);
+}
+
+void uroce_sack_forget(struct uroce_qp *qp)
+{
+	for (uint32_t i = 0; i < UR_SACK_WIN; i++)
+		qp->sk->tx[i].sacked = false;
+	qp->sk->nsacked = 0;
 }
 
 void uroce_sack_acked(struct uroce_qp *qp, uint32_t old)
@@ -217,30 +226,45 @@ static void resend(struct uroce_qp *qp, uint32_t psn)
 
 void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 {
+	struct uroce_sack *sk = qp->sk;
 	uint32_t base, una = qp->req.una_psn, newest = 0, hi = una;
 	const uint8_t *map;
 	bool any = false;
+	uint8_t no;
 
 	if (pkt->paylen < UR_SACK_PAYLOAD)
 		return;
 	base = ur_get32(pkt->payload) & UR_PSN_MASK;
+	no = pkt->payload[0];
+	/* one that a newer one overtook describes the past: the responder
+	 * may have dropped what it held then (a NAK clears it) */
+	if (sk->sack_rx_seen && (int8_t)(uint8_t)(no - sk->sack_rx_no) < 0)
+		return;
+	sk->sack_rx_seen = true;
+	sk->sack_rx_no = no;
 	map = pkt->payload + 4;
-	/* What the responder has: everything before base, and the map. */
+	/* What the responder has: everything before base, and the map; the
+	 * newest selective ACK is the truth, also about what it no longer
+	 * holds. */
 	for (uint32_t p = una; ur_psn_diff(p, qp->req.psn) < 0; p = (p + 1) & UR_PSN_MASK) {
 		int32_t d = ur_psn_diff(p, base);
 		struct uroce_sack_tx *t;
+		bool held;
 
 		if (d >= (int32_t)UR_SACK_WIN)
 			break;
-		if (d > 0 && !(map[d / 8] & (1u << (d % 8))))
-			continue;
-		if (d == 0)
-			continue;
 		t = tx_slot(qp, p);
 		if (!t)
 			continue;
+		held = d < 0 || (d > 0 && (map[d / 8] & (1u << (d % 8))));
+		if (!held) {
+			if (t->sacked && sk->nsacked)
+				sk->nsacked--;
+			t->sacked = false;
+			continue;
+		}
 		if (!t->sacked)
-			qp->sk->nsacked++;
+			sk->nsacked++;
 		t->sacked = true;
 		if (d > 0) {
 			if (!any || (int32_t)(t->seq - newest) > 0)
@@ -272,14 +296,21 @@ void uroce_sack_timeout(struct uroce_qp *qp)
 	uint32_t una = qp->req.una_psn;
 
 	uroce_qp_count(qp, retries, 1);
+	/* a silence of a whole timeout: what selective ACKs said the
+	 * responder held may be gone (RFC 2018, 8) - resend all of it, as
+	 * go-back-N would, but without moving the send state */
+	uroce_sack_forget(qp);
 	resend(qp, una);
-	for (uint32_t p = (una + 1) & UR_PSN_MASK; ur_psn_diff(p, qp->req.psn) < 0;
-	     p = (p + 1) & UR_PSN_MASK) {
-		struct uroce_sack_tx *t = tx_slot(qp, p);
-
-		if (t && !t->sacked)
+	/* at most a window at once: 1,024 PSNs in one burst overflow the
+	 * responder's socket, and the losses start the timeout over; what
+	 * lies beyond is resent as the selective ACKs of these show it
+	 * missing, or by the probes */
+	for (uint32_t p = (una + 1) & UR_PSN_MASK, n = 1;
+	     ur_psn_diff(p, qp->req.psn) < 0 && n < rc_cwnd(qp); p = (p + 1) & UR_PSN_MASK)
+		if (tx_slot(qp, p)) {
 			resend(qp, p);
-	}
+			n++;
+		}
 }
 
 /* One packet per probe, the newest one sent (as TCP's tail loss probe):
@@ -294,13 +325,16 @@ void uroce_sack_probe(struct uroce_qp *qp)
 
 	uroce_qp_count(qp, retries, 1);
 	uroce_cc_loss(qp);
+	/* a READ (or atomic) at una whose responses stopped: ask for what
+	 * is missing of it; what follows waits for its answer */
+	if (uroce_wqe_idx_for_psn(qp, una, &i) && swqe_is_rd(swqe(qp, i))) {
+		resend(qp, una);
+		return;
+	}
 	do {
 		p = (p - 1) & UR_PSN_MASK;
 	} while (!tx_slot(qp, p) && ur_psn_diff(p, una) > 0);
 	resend(qp, p);
-	/* a READ (or atomic) whose responses stopped: ask for the rest */
-	if (p != una && uroce_wqe_idx_for_psn(qp, una, &i) && swqe_is_rd(swqe(qp, i)))
-		resend(qp, una);
 }
 
 /* A round trip sample (one per round trip, never of a resent packet):
@@ -388,4 +422,32 @@ void uroce_cc_loss(struct uroce_qp *qp)
 	if (sk->cwnd < CC_MIN_PKTS << 10)
 		sk->cwnd = CC_MIN_PKTS << 10;
 	sk->cc_next_ns = now + sk->last_rtt_ns;
+}
+
+/* Requester: what a failure to make progress leaves behind (debug log). */
+void uroce_sack_dump(struct uroce_qp *qp)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint32_t una = qp->req.una_psn;
+
+	ur_dbg("QP 0x%06x req: una %u psn %u max %u inflight %u rd %u retry %d need_retry %d@%u "
+	       "sq %u/%u/%u off %u nsacked %u rx_no %u",
+	       qp->ibqp.qp_base.qp_num, una, qp->req.psn, qp->req.max_psn, qp->req.inflight,
+	       qp->req.rd_inflight, qp->req.retry_cnt, qp->req.need_retry, qp->req.retry_psn,
+	       qp->sq.tail, qp->sq.req, qp->sq.head, qp->req.offset, sk ? sk->nsacked : 0,
+	       sk ? sk->sack_rx_no : 0);
+	for (uint32_t i = qp->sq.tail; i != qp->sq.head && i - qp->sq.tail < 8; i++) {
+		struct uroce_swqe *w = swqe(qp, i);
+
+		ur_dbg("  wqe %u op %d len %u state %d psn %u..%u", i, w->opcode, w->length,
+		       w->state, w->first_psn, w->last_psn);
+	}
+	for (uint32_t p = una; sk && ur_psn_diff(p, qp->req.psn) < 0 && p - una < 64;
+	     p = (p + 1) & UR_PSN_MASK) {
+		struct uroce_sack_tx *t = tx_slot(qp, p);
+
+		if (t || rc_sack_placed(qp, p))
+			ur_dbg("  psn %u tx %s seq %u sacked %d placed %d", p, t ? "yes" : "no",
+			       t ? t->seq : 0, t ? t->sacked : 0, rc_sack_placed(qp, p));
+	}
 }

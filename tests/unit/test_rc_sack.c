@@ -8,12 +8,16 @@
  *   - exactly-once delivery of a stream of mixed WRs under random drop,
  *     duplication and reordering, with packets held after gaps (also with
  *     the congestion window, UROCE_CC=1);
- * UROCE_SACK=1 (selective repeat is off by default) except where a test
- * turns it off.
+ *   - the responder dropping what it held (an RNR NAK) while selective ACKs
+ *     from before it are late: only the newest one is believed;
+ * with the default (selective repeat on in native mode) except where a
+ * test turns it off:
  *   - the negotiation: a QP created with UROCE_SACK=0 on either side makes
  *     both use IBTA go-back-N (no selective ACK, no packet held, the whole
  *     tail resent after a loss).
  */
+#include <unistd.h>
+
 #include "rc_harness.h"
 
 #define NPKT 9 /* packets of the test message */
@@ -47,7 +51,7 @@ static struct outcome run_once(enum ibv_wr_opcode op, const char *spec, int plai
 		CHECK(ibv_modify_qp(h.s[plain].qp, &at, IBV_QP_STATE) == 0 &&
 			  qp_connect(&h, plain) == 0,
 		      "reconnect with UROCE_SACK=0");
-		setenv("UROCE_SACK", "1", 1);
+		unsetenv("UROCE_SACK");
 	}
 	for (const char *p = spec; *p && n < sizeof(buf) - 12; p++) {
 		if (p[0] == '%' && (p[1] == 'A' || p[1] == 'B')) {
@@ -172,8 +176,9 @@ static void test_request_loss(void)
  * the first missing response, nothing after it is resent. */
 static void test_read_loss(void)
 {
-	static const char *const spec[] = {"drop_to=%A:1+1", "drop_to=%A:1+5", "drop_to=%A:1+9",
-					   "drop_to=%A:3+3", "drop_to=%B:1+1"};
+	static const char *const spec[] = {"drop_to=%A:1+1", "drop_to=%A:1+5",
+					   "drop_to=%A:1+9", "drop_to=%A:3+3",
+					   "drop_to=%B:1+1", "drop_to=%A:1+3,drop_to=%A:1+6"};
 
 	for (unsigned int i = 0; i < sizeof(spec) / sizeof(spec[0]); i++) {
 		struct outcome r = run(IBV_WR_RDMA_READ, spec[i], -1);
@@ -214,6 +219,87 @@ static void test_negotiation(void)
 		CHECK(r.naks >= 1 && r.retrans >= NPKT, "%s: %lu NAKs, %lu resent: not go-back-N",
 		      who, r.naks, r.retrans);
 	}
+}
+
+/* The responder drops what it holds - an RNR NAK while it holds packets
+ * after a gap - while its selective ACKs from before are late (reordered):
+ * the requester must not take a late one's word that something is still
+ * held (it would never resend it: RETRY_EXC_ERR), only the newest's.
+ * B has one receive for the first of three 3-packet SENDs; the first packet
+ * is lost, B holds the rest of them, then the second SEND draws an RNR
+ * NAK; the other receives come later.  Several seeds. */
+#define RENEGE_N 3
+static void renege_recv(struct harness *h, int i, uint32_t size, uint32_t slot)
+{
+	struct ibv_sge sg = {(uintptr_t)(h->s[1].buf + REMOTE_BASE + i * slot), size,
+			     h->s[1].mr->lkey};
+	struct ibv_recv_wr rw = {.wr_id = 100 + (uint64_t)i, .sg_list = &sg, .num_sge = 1}, *bad;
+
+	CHECK(ibv_post_recv(h->s[1].qp, &rw, &bad) == 0, "post_recv %d", i);
+}
+
+static void test_renege(void)
+{
+	const uint32_t size = 2 * 1024 + 100, slot = 4096;
+	unsigned long rnr = 0, held = 0;
+
+	for (unsigned int seed = 1; seed <= 6; seed++) {
+		struct pair_opts o = default_opts(IBV_MTU_1024);
+		struct ibv_wc swc[RENEGE_N], rwc[RENEGE_N];
+		struct harness h;
+		char spec[160];
+		bool ok = true;
+
+		unsetenv("UROCE_FAULT");
+		o.min_rnr_timer = 12; /* 0.64 ms: the SACKs in flight are late */
+		if (harness_open(&h) || pair_create(&h, &o)) {
+			CHECK(0, "renege: harness");
+			harness_close(&h);
+			continue;
+		}
+		snprintf(spec, sizeof(spec), "drop_to=0x%06x:1,reorder=0.5,reorder_ms=3,seed=%u",
+			 h.s[1].qp->qp_num, seed);
+		setenv("UROCE_FAULT", spec, 1);
+		renege_recv(&h, 0, size, slot);
+		for (int i = 0; i < RENEGE_N; i++) {
+			memset(h.s[1].buf + REMOTE_BASE + i * slot, 0, size);
+			fill_pattern(h.s[0].buf + LOCAL_BASE + i * slot, size, seed * 10 + i);
+		}
+		for (int i = 0; i < RENEGE_N; i++) {
+			struct ibv_sge sg = {(uintptr_t)(h.s[0].buf + LOCAL_BASE + i * slot), size,
+					     h.s[0].mr->lkey};
+			struct ibv_send_wr w = {.wr_id = (uint64_t)i,
+						.sg_list = &sg,
+						.num_sge = 1,
+						.opcode = IBV_WR_SEND,
+						.send_flags = IBV_SEND_SIGNALED},
+					   *bad;
+
+			CHECK(ibv_post_send(h.s[0].qp, &w, &bad) == 0, "post_send");
+		}
+		/* the first arrives (once its lost packet is resent), the
+		 * others wait for receives */
+		ok = wait_wc(h.s[1].rcq, rwc, 1, WAIT_MS) == 0 && rwc[0].status == IBV_WC_SUCCESS;
+		usleep(20000);
+		for (int i = 1; i < RENEGE_N; i++)
+			renege_recv(&h, i, size, slot);
+		ok = ok && wait_wc(h.s[1].rcq, rwc + 1, RENEGE_N - 1, WAIT_MS) == 0 &&
+		     wait_wc(h.s[0].scq, swc, RENEGE_N, WAIT_MS) == 0;
+		for (int i = 0; ok && i < RENEGE_N; i++)
+			ok = swc[i].status == IBV_WC_SUCCESS && swc[i].wr_id == (uint64_t)i &&
+			     rwc[i].status == IBV_WC_SUCCESS && rwc[i].wr_id == 100 + (uint64_t)i &&
+			     rwc[i].byte_len == size &&
+			     !memcmp(h.s[1].buf + REMOTE_BASE + i * slot,
+				     h.s[0].buf + LOCAL_BASE + i * slot, size);
+		CHECK(ok && !stray_wcs(&h), "renege seed %u: every SEND once, in order, intact",
+		      seed);
+		rnr += CNT(&h, 1, rnr_naks_tx);
+		held += CNT(&h, 1, held_req);
+		harness_close(&h);
+		unsetenv("UROCE_FAULT");
+	}
+	printf("renege: %lu RNR NAKs, %lu packets held, over 6 seeds\n", rnr, held);
+	CHECK(rnr > 0 && held > 0, "renege: no RNR NAK (%lu) or nothing held (%lu)", rnr, held);
 }
 
 /* Random faults: every message exactly once, in order, intact. */
@@ -274,7 +360,7 @@ int main(int argc, char **argv)
 	const char *only = argc > 1 ? argv[1] : ""; /* run one part: loss, read, nego, stream */
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	setenv("UROCE_SACK", "1", 1); /* off by default: read by each QP at RTR */
+	unsetenv("UROCE_SACK"); /* on by default in native mode: read at RTR */
 	unsetenv("UROCE_CC");
 	if (!*only || !strcmp(only, "loss"))
 		test_request_loss();
@@ -284,6 +370,8 @@ int main(int argc, char **argv)
 		test_negotiation();
 	if (!*only || !strcmp(only, "stream"))
 		test_stream();
+	if (!*only || !strcmp(only, "renege"))
+		test_renege();
 	printf("total %.2f s\n", now_s() - t0);
 	return finish("test_rc_sack");
 }
