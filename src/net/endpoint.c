@@ -323,8 +323,8 @@ static void udp_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m, struct u
 	o->iov = (struct iovec){.iov_base = (void *)m->buf, .iov_len = m->len};
 	*mh = (struct msghdr){.msg_name = &o->to,
 			      .msg_namelen = sizeof(o->to),
-			      .msg_iov = &o->iov,
-			      .msg_iovlen = 1,
+			      .msg_iov = m->iov ? (struct iovec *)m->iov : &o->iov,
+			      .msg_iovlen = m->iov ? (size_t)m->iovcnt : 1,
 			      .msg_control = o->ctl.buf,
 			      .msg_controllen = CMSG_SPACE(sizeof(struct in_pktinfo))};
 	cm = CMSG_FIRSTHDR(mh);
@@ -363,14 +363,22 @@ int uroce_udp_send(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
 		   uint32_t gso_size)
 {
 	struct uroce_udp_msg m = {.ip = ip, .buf = buf, .len = len, .gso_size = gso_size};
+
+	return uroce_udp_send_msg(ep, &m);
+}
+
+int uroce_udp_send_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m)
+{
+	const struct uroce_ipinfo *ip = m->ip;
+	uint32_t gso_size = m->gso_size;
 	struct udp_out o;
 	struct msghdr mh;
 
-	udp_msg(ep, &m, &o, &mh);
+	udp_msg(ep, m, &o, &mh);
 	for (;;) {
 		ssize_t r = sendmsg(ep->fd, &mh, MSG_DONTWAIT);
 
-		if (r == (ssize_t)len)
+		if (r == (ssize_t)m->len)
 			return 0;
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -499,6 +507,41 @@ static void deliver_shm(struct uroce_ep *ep, uint8_t *data, size_t len,
 
 /* UROCE_FAULT (src/net/fault.c) sends and delivers held packets with these. */
 static const struct uroce_fault_ops fault_ops = {.xmit = ep_xmit_raw, .deliver = deliver};
+
+/* A destination on this host: the same-host wire (src/net/shm.c) may
+ * carry packets to it, so they must all take uroce_ep_xmit, in order. */
+static bool dst_on_host(const struct uroce_ctx *ctx, struct in_addr a)
+{
+	const struct uroce_dev *d = ctx->dev;
+
+	if ((ntohl(a.s_addr) >> 24) == 127)
+		return true;
+	for (int i = 0; i < d->ngid; i++)
+		if (d->gid[i].family == AF_INET && d->gid[i].addr.v4.s_addr == a.s_addr)
+			return true;
+	return false;
+}
+
+static int gather_mode = -1; /* UROCE_TX_COPY=1: every packet copied (measurements) */
+
+bool uroce_ep_gather_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip)
+{
+	if (gather_mode < 0) {
+		const char *v = getenv("UROCE_TX_COPY");
+
+		gather_mode = !(v && !strcmp(v, "1"));
+	}
+	return gather_mode && ep->gso && ip->family == AF_INET && !uroce_fault_on(ep->ctx) &&
+	       !ep->ctx->pcap && !(ep->shm && dst_on_host(ep->ctx, ip->dst.v4));
+}
+
+void uroce_ctx_flush_tx(struct uroce_ctx *ctx)
+{
+	int nep = atomic_load(&ctx->nep);
+
+	for (int i = 0; i < nep; i++)
+		uroce_ep_flush(ctx->ep[i]);
+}
 
 int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len)
 {

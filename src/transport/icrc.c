@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "transport/pkt.h"
 
@@ -108,7 +109,9 @@ static inline void put16(uint8_t *p, uint32_t v)
 #define ICRC_UDP_BYTES	8
 #define IPV4_DF		0x4000
 
-uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
+/* The CRC register after the masked LRH, IP and UDP headers and BTH of a
+ * packet of len_no_icrc bytes (BTH up to the ICRC). */
+static uint32_t icrc_head(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
 {
 	/* Masked LRH, IP header, UDP header and BTH: at most 8+40+8+12 bytes. */
 	uint8_t ph[ICRC_LRH_BYTES + ICRC_IPV6_BYTES + ICRC_UDP_BYTES + UR_BTH_BYTES];
@@ -151,7 +154,27 @@ uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth, u
 	h += UR_BTH_BYTES;
 
 	crc = uroce_crc32(0, ph, (size_t)(h - ph));
-	return uroce_crc32(crc, bth + UR_BTH_BYTES, len_no_icrc - UR_BTH_BYTES);
+	return crc;
+}
+
+uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
+{
+	return uroce_crc32(icrc_head(ip, bth, len_no_icrc), bth + UR_BTH_BYTES,
+			   len_no_icrc - UR_BTH_BYTES);
+}
+
+uint32_t uroce_icrc_gather(const struct uroce_ipinfo *ip, const uint8_t *hdr, uint32_t hlen,
+			   const struct iovec *iov, int niov, uint32_t pad)
+{
+	static const uint8_t zero[3];
+	uint32_t n = hlen + pad, crc;
+
+	for (int i = 0; i < niov; i++)
+		n += (uint32_t)iov[i].iov_len;
+	crc = uroce_crc32(icrc_head(ip, hdr, n), hdr + UR_BTH_BYTES, hlen - UR_BTH_BYTES);
+	for (int i = 0; i < niov; i++)
+		crc = uroce_crc32(crc, iov[i].iov_base, iov[i].iov_len);
+	return uroce_crc32(crc, zero, pad);
 }
 
 bool uroce_icrc_ok(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)

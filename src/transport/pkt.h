@@ -225,6 +225,11 @@ struct uroce_ipinfo {
  * to the ICRC.  IPv4 is assumed as uroce sends it: IHL 5, ID 0, DF set. */
 uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth,
 			    uint32_t len_no_icrc);
+/* The same over a packet in pieces: hdr (hlen bytes from the BTH), the
+ * payload pieces iov[0..niov) and pad zero bytes. */
+struct iovec;
+uint32_t uroce_icrc_gather(const struct uroce_ipinfo *ip, const uint8_t *hdr, uint32_t hlen,
+			   const struct iovec *iov, int niov, uint32_t pad);
 /* Zero the pad bytes and write the ICRC at the end of the packet. */
 void uroce_pkt_finish(struct uroce_pkt *pkt, const struct uroce_ipinfo *ip);
 /* True when the packet's ICRC matches. */

@@ -386,6 +386,12 @@ static void send_read_resp(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint3
 			if (mr && uroce_pd_same(mr->ibmr.pd, resp_pd(qp)) &&
 			    (mr->access & IBV_ACCESS_REMOTE_READ))
 				src = uroce_mr_ptr(mr, va + off, paylen);
+			/* the payload leaves from the MR (docs/design.md) */
+			if (src && !mr->odp &&
+			    uroce_qp_xmit_gather(qp, &pkt, &(struct iovec){src, paylen}, 1)) {
+				pthread_rwlock_unlock(&qp->ctx->mr_lock);
+				continue;
+			}
 			if (src && !uroce_mr_read(mr, pkt.payload, src, paylen))
 				src = NULL;
 			pthread_rwlock_unlock(&qp->ctx->mr_lock);

@@ -340,6 +340,8 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 			      atomic_load(&mr->nbound)),
 		       uroce_obj_err(EBUSY);
 	uroce_key_remove(to_uctx(ibmr->context), mr);
+	/* packets with payload in the MR leave before the memory may go */
+	uroce_ctx_flush_tx(to_uctx(ibmr->context));
 	atomic_fetch_sub(&to_upd(ibmr->pd)->refs, 1);
 	if (mr->dm)
 		atomic_fetch_sub(&mr->dm->refs, 1);
@@ -443,6 +445,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	mr->access = acc;
 	mr->odp = acc & IBV_ACCESS_ON_DEMAND;
 	pthread_rwlock_unlock(&ctx->mr_lock);
+	uroce_ctx_flush_tx(ctx); /* the old range may go once this returns */
 	if (ibmr->pd != old_pd) {
 		atomic_fetch_add(&to_upd(ibmr->pd)->refs, 1);
 		atomic_fetch_sub(&to_upd(old_pd)->refs, 1);
@@ -452,10 +455,25 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	return 0;
 }
 
+/* The memory of take bytes at offset in sg, checked against its lkey: the
+ * MR must exist, belong to pd and contain the range (IBTA C10-9.x, local
+ * protection); to_sge needs IBV_ACCESS_LOCAL_WRITE.  NULL when not. */
+static uint8_t *sge_mem(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg,
+			uint32_t offset, uint32_t take, bool to_sge, struct uroce_mr **mrp)
+{
+	struct uroce_mr *mr = uroce_mr_lookup(ctx, sg->lkey);
+
+	/* memory windows have rkeys only: no local access through them */
+	if (!mr || mr->kind != UROCE_KEY_MR || !uroce_pd_same(mr->ibmr.pd, pd) ||
+	    (to_sge && !(mr->access & IBV_ACCESS_LOCAL_WRITE)))
+		return NULL;
+	*mrp = mr;
+	return uroce_mr_ptr(mr, sg->addr + offset, take);
+}
+
 /* Copy between a message offset in a local scatter list and buf.
  * to_sge: buf -> memory (needs IBV_ACCESS_LOCAL_WRITE).  Each SGE is checked
- * against its lkey: the MR must exist, belong to pd and contain the range
- * (IBTA C10-9.x, local protection).  Caller holds ctx->mr_lock for read. */
+ * with sge_mem.  Caller holds ctx->mr_lock for read. */
 int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
 		   uint32_t offset, void *buf, uint32_t len, bool to_sge, enum ibv_wc_status *st)
 {
@@ -473,14 +491,7 @@ int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_
 		take = sg[i].length - offset;
 		if (take > len)
 			take = len;
-		mr = uroce_mr_lookup(ctx, sg[i].lkey);
-		/* memory windows have rkeys only: no local access through them */
-		if (!mr || mr->kind != UROCE_KEY_MR || !uroce_pd_same(mr->ibmr.pd, pd) ||
-		    (to_sge && !(mr->access & IBV_ACCESS_LOCAL_WRITE))) {
-			*st = IBV_WC_LOC_PROT_ERR;
-			return -1;
-		}
-		p = uroce_mr_ptr(mr, sg[i].addr + offset, take);
+		p = sge_mem(ctx, pd, &sg[i], offset, take, to_sge, &mr);
 		if (!p) {
 			*st = IBV_WC_LOC_PROT_ERR;
 			return -1;
@@ -498,4 +509,32 @@ int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_
 		return -1;
 	}
 	return 0;
+}
+
+int uroce_sge_map(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
+		  uint32_t offset, uint32_t len, struct iovec *iov, int maxiov)
+{
+	int n = 0;
+
+	for (int i = 0; i < nsge && len; i++) {
+		uint32_t take;
+		struct uroce_mr *mr;
+		uint8_t *p;
+
+		if (offset >= sg[i].length) {
+			offset -= sg[i].length;
+			continue;
+		}
+		take = sg[i].length - offset;
+		if (take > len)
+			take = len;
+		p = sge_mem(ctx, pd, &sg[i], offset, take, false, &mr);
+		/* ODP memory is read through the kernel (odp.c) */
+		if (!p || mr->odp || n == maxiov)
+			return 0;
+		iov[n++] = (struct iovec){.iov_base = p, .iov_len = take};
+		len -= take;
+		offset = 0;
+	}
+	return len ? 0 : n;
 }
