@@ -4,7 +4,8 @@
  * register preset to all ones and inverted at the end, and chainable like
  * zlib's crc32(): start from 0, feed the previous result back in.  ISA-L's
  * crc32_gzip_refl() has exactly these semantics (it inverts the seed on entry
- * and the result on exit), so it is a drop-in replacement for the table code.
+ * and the result on exit), so it is a drop-in replacement for the table code;
+ * so is crc_clmul.c's carry-less folding.
  *
  * ICRC (IBTA Vol 1 Annex A17.3.3, RoCEv2): the CRC32 of
  *   - 8 bytes of 0xFF standing in for the (absent) LRH,
@@ -88,12 +89,18 @@ uint32_t uroce_crc32_sw(uint32_t crc, const void *buf, size_t len)
 	return ~crc;
 }
 
+/* The fastest there is: VPCLMULQDQ folding (crc_clmul.c) where the CPU has
+ * it (twice ISA-L's PCLMULQDQ kernel on an AVX2 machine, which is what
+ * ISA-L picks there: docs/design.md), else ISA-L, else PCLMULQDQ folding
+ * or the table. */
 uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len)
 {
+	if (len >= 128 && uroce_crc32_clmul_level() == 2)
+		return uroce_crc32_clmul(crc, buf, len);
 #ifdef UROCE_HAVE_ISAL
 	return crc32_gzip_refl(crc, buf, len);
 #else
-	return uroce_crc32_sw(crc, buf, len);
+	return uroce_crc32_clmul(crc, buf, len);
 #endif
 }
 

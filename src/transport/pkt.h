@@ -239,6 +239,14 @@ uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len);
 /* The portable slicing-by-8 CRC32 behind uroce_crc32() when ISA-L is absent;
  * always built so tests can check both give the same result. */
 uint32_t uroce_crc32_sw(uint32_t crc, const void *buf, size_t len);
+/* The same by carry-less multiplication (crc_clmul.c): VPCLMULQDQ or
+ * PCLMULQDQ as the CPU has them (the table code otherwise, and for short
+ * buffers).  uroce_crc32_copy also copies src to dst in the same pass and
+ * returns the CRC of the bytes, continued from crc. */
+uint32_t uroce_crc32_clmul(uint32_t crc, const void *buf, size_t len);
+uint32_t uroce_crc32_copy(void *dst, const void *src, size_t len, uint32_t crc);
+/* What uroce_crc32_clmul uses: 0 the table, 1 PCLMULQDQ, 2 VPCLMULQDQ. */
+int uroce_crc32_clmul_level(void);
 
 /* ---- Field accessors (network byte order on the wire). ---- */
 
