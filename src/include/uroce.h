@@ -755,10 +755,18 @@ void uroce_async_free_zombies(struct uroce_ctx *ctx);
 int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
 		   uint32_t offset, void *buf, uint32_t len, bool to_sge, enum ibv_wc_status *st);
 /* The len bytes at offset in a local scatter list as up to maxiov pieces of
- * registered memory, for a send that leaves from there (gso.c); their
- * count, or 0 when they must be copied instead (uroce_sge_copy says why
- * when they are not readable at all: ODP, too many pieces, an error). */
+ * registered memory, checked as uroce_sge_copy checks them (to_sge: to be
+ * written), for a send that leaves from there (gso.c) or a receive placed
+ * there (rx_place.c); their count, or 0 when they must be copied instead
+ * (uroce_sge_copy says why when they are not usable at all: ODP, too many
+ * pieces, an error). */
 int uroce_sge_map(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
-		  uint32_t offset, uint32_t len, struct iovec *iov, int maxiov);
+		  uint32_t offset, uint32_t len, bool to_sge, struct iovec *iov, int maxiov);
+/* Place the payload of a wire packet continuing the message in progress
+ * straight into its destination while checking its ICRC, in one pass
+ * (src/transport/rx_place.c; qp->lock held): 1 placed and the ICRC good
+ * (pkt->placed), -1 the ICRC bad (drop it), 0 not such a packet (check the
+ * ICRC and deliver it as any other). */
+int uroce_rx_place(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip);
 
 #endif

@@ -431,6 +431,32 @@ static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const
 	return 0;
 }
 
+static int place_mode = -1; /* UROCE_RX_COPY=1: check, then copy (measurements) */
+
+/* A wire packet that continues a message: its payload straight into place
+ * while its ICRC is checked (rx_place.c); 1, -1 or 0 as uroce_rx_place. */
+static int rx_place(struct uroce_ep *ep, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
+{
+	struct uroce_qp *qp;
+	int r;
+
+	if (place_mode < 0) {
+		const char *v = getenv("UROCE_RX_COPY");
+
+		place_mode = !(v && !strcmp(v, "1"));
+	}
+	/* standard-port peers number their IPv4 IDs: the ICRC is found
+	 * another way (uroce_icrc_ok_any_ipid) */
+	if (!place_mode || !(pkt->mask & URM_REQ) || (pkt->mask & URM_START) || !pkt->paylen ||
+	    !ur_bth_pkey_ok(pkt) || pkt->qpn == UROCE_MCAST_QPN || pkt->qpn == 1 || ep->std ||
+	    uroce_std_mode() || !(qp = ep->slot[ep_slot_of(ep, pkt->qpn)]))
+		return 0;
+	pthread_mutex_lock(&qp->lock);
+	r = uroce_rx_place(qp, pkt, ip);
+	pthread_mutex_unlock(&qp->lock);
+	return r;
+}
+
 /* Parse, check and hand one packet to its QP (rx_lock held).  A packet
  * from shared memory (src/net/shm.c) has no ICRC to check: memory is not
  * a wire. */
@@ -441,13 +467,15 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 	const struct uroce_ipinfo ip = *ipp;
 	struct uroce_pkt pkt;
 	struct uroce_qp *qp;
+	int placed;
 
 	uroce_pcap(ctx, UROCE_PCAP_RX, ipp, data, len);
 	if (uroce_pkt_parse(&pkt, data, len)) {
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
 	}
-	if (wire && !uroce_icrc_ok(&pkt, &ip)) {
+	placed = wire ? rx_place(ep, &pkt, &ip) : 0;
+	if (wire && placed <= 0 && (placed < 0 || !uroce_icrc_ok(&pkt, &ip))) {
 		uint16_t ipid;
 
 		/* Standard-port mode: the peer (kernel rxe, a NIC) may number
@@ -458,6 +486,7 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 		if (uroce_icrc_ok_any_ipid(&pkt, &ip, &ipid) && (uroce_std_mode() || ipid < 64)) {
 			ur_trace("%s psn %u: ICRC matches with IPv4 ID 0x%04x",
 				 uroce_opcode_name(pkt.opcode), pkt.psn, ipid);
+			pkt.placed = placed < 0; /* what was placed is the payload */
 		} else {
 			/* IBTA C9-?: a packet with a bad ICRC is silently dropped */
 			ur_dbg("drop %s psn %u: bad ICRC", uroce_opcode_name(pkt.opcode), pkt.psn);

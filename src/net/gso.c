@@ -334,6 +334,7 @@ void uroce_gso_add_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
 	tx_copy(tx, g, t->trl, t->tlen);
 	tx_added(ep, g, t->len);
 	pthread_mutex_unlock(&ep->tx_lock);
+	uroce_count(ep->ctx, tx_in_place, 1);
 }
 
 /* The segment size of a datagram received as a GRO batch, or 0. */

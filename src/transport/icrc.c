@@ -196,3 +196,20 @@ bool uroce_icrc_ok(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
 	memcpy(&wire, pkt->bth + n, UR_ICRC_BYTES);
 	return le32toh(wire) == uroce_icrc_compute(ip, pkt->bth, n);
 }
+
+bool uroce_icrc_ok_copy(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip,
+			const struct iovec *dst, int ndst)
+{
+	uint32_t n = pkt->len - UR_ICRC_BYTES, wire, crc;
+	const uint8_t *src = pkt->payload;
+
+	crc = uroce_crc32(icrc_head(ip, pkt->bth, n), pkt->bth + UR_BTH_BYTES,
+			  (size_t)(pkt->payload - pkt->bth) - UR_BTH_BYTES);
+	for (int i = 0; i < ndst; i++) {
+		crc = uroce_crc32_copy(dst[i].iov_base, src, dst[i].iov_len, crc);
+		src += dst[i].iov_len;
+	}
+	crc = uroce_crc32(crc, src, (size_t)(pkt->bth + n - src));
+	memcpy(&wire, pkt->bth + n, UR_ICRC_BYTES);
+	return le32toh(wire) == crc;
+}

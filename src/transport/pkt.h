@@ -181,6 +181,7 @@ struct uroce_pkt {
 	uint8_t pad;
 	bool ackreq;
 	bool se;
+	bool placed; /* the payload is in its destination already (rx_place.c) */
 };
 
 /* Parse and validate the headers of a received packet of len bytes (BTH
@@ -230,6 +231,10 @@ uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth,
 struct iovec;
 uint32_t uroce_icrc_gather(const struct uroce_ipinfo *ip, const uint8_t *hdr, uint32_t hlen,
 			   const struct iovec *iov, int niov, uint32_t pad);
+/* uroce_icrc_ok, copying the payload into the pieces dst[0..ndst) (as many
+ * bytes as it has) in the same pass. */
+bool uroce_icrc_ok_copy(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip,
+			const struct iovec *dst, int ndst);
 /* Zero the pad bytes and write the ICRC at the end of the packet. */
 void uroce_pkt_finish(struct uroce_pkt *pkt, const struct uroce_ipinfo *ip);
 /* True when the packet's ICRC matches. */

@@ -243,8 +243,8 @@ static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off
 
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 		/* the payload leaves from the MR, read again on a resend */
-		n = uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off, paylen, iov,
-				  UROCE_MAX_SGE);
+		n = uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off, paylen,
+				  false, iov, UROCE_MAX_SGE);
 		if (n && uroce_qp_xmit_gather(qp, &pkt, iov, n)) {
 			pthread_rwlock_unlock(&qp->ctx->mr_lock);
 			return (int)paylen;

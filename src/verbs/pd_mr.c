@@ -512,7 +512,7 @@ int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_
 }
 
 int uroce_sge_map(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
-		  uint32_t offset, uint32_t len, struct iovec *iov, int maxiov)
+		  uint32_t offset, uint32_t len, bool to_sge, struct iovec *iov, int maxiov)
 {
 	int n = 0;
 
@@ -528,8 +528,8 @@ int uroce_sge_map(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_s
 		take = sg[i].length - offset;
 		if (take > len)
 			take = len;
-		p = sge_mem(ctx, pd, &sg[i], offset, take, false, &mr);
-		/* ODP memory is read through the kernel (odp.c) */
+		p = sge_mem(ctx, pd, &sg[i], offset, take, to_sge, &mr);
+		/* ODP memory is reached through the kernel (odp.c) */
 		if (!p || mr->odp || n == maxiov)
 			return 0;
 		iov[n++] = (struct iovec){.iov_base = p, .iov_len = take};
