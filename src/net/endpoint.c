@@ -537,20 +537,8 @@ static void deliver_shm(struct uroce_ep *ep, uint8_t *data, size_t len,
 /* UROCE_FAULT (src/net/fault.c) sends and delivers held packets with these. */
 static const struct uroce_fault_ops fault_ops = {.xmit = ep_xmit_raw, .deliver = deliver};
 
-/* A destination on this host: the same-host wire (src/net/shm.c) may
- * carry packets to it, so they must all take uroce_ep_xmit, in order. */
-static bool dst_on_host(const struct uroce_ctx *ctx, struct in_addr a)
-{
-	const struct uroce_dev *d = ctx->dev;
-
-	if ((ntohl(a.s_addr) >> 24) == 127)
-		return true;
-	for (int i = 0; i < d->ngid; i++)
-		if (d->gid[i].family == AF_INET && d->gid[i].addr.v4.s_addr == a.s_addr)
-			return true;
-	return false;
-}
-
+/* Not to a destination the same-host wire may serve: all the packets of a
+ * link take uroce_ep_xmit, in order. */
 static int gather_mode = -1; /* UROCE_TX_COPY=1: every packet copied (measurements) */
 
 bool uroce_ep_gather_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip)
@@ -561,7 +549,7 @@ bool uroce_ep_gather_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip)
 		gather_mode = !(v && !strcmp(v, "1"));
 	}
 	return gather_mode && ep->gso && ip->family == AF_INET && !uroce_fault_on(ep->ctx) &&
-	       !ep->ctx->pcap && !(ep->shm && dst_on_host(ep->ctx, ip->dst.v4));
+	       !ep->ctx->pcap && !(ep->shm && uroce_shm_dst_local(ep->ctx, ip->dst.v4));
 }
 
 void uroce_ctx_flush_tx(struct uroce_ctx *ctx)

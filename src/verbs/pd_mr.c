@@ -471,18 +471,17 @@ static uint8_t *sge_mem(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct u
 	return uroce_mr_ptr(mr, sg->addr + offset, take);
 }
 
-/* Copy between a message offset in a local scatter list and buf.
- * to_sge: buf -> memory (needs IBV_ACCESS_LOCAL_WRITE).  Each SGE is checked
- * with sge_mem.  Caller holds ctx->mr_lock for read. */
-int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
-		   uint32_t offset, void *buf, uint32_t len, bool to_sge, enum ibv_wc_status *st)
+/* The len bytes at offset in a scatter list as pieces of memory (at most
+ * one per SGE), each checked with sge_mem, with their MRs: their count, or
+ * -1 with *st. */
+static int sge_pieces(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg,
+		      int nsge, uint32_t offset, uint32_t len, bool to_sge, struct iovec *iov,
+		      struct uroce_mr **mrs, enum ibv_wc_status *st)
 {
-	uint8_t *b = buf;
+	int n = 0;
 
 	for (int i = 0; i < nsge && len; i++) {
 		uint32_t take;
-		struct uroce_mr *mr;
-		uint8_t *p;
 
 		if (offset >= sg[i].length) {
 			offset -= sg[i].length;
@@ -491,16 +490,12 @@ int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_
 		take = sg[i].length - offset;
 		if (take > len)
 			take = len;
-		p = sge_mem(ctx, pd, &sg[i], offset, take, to_sge, &mr);
-		if (!p) {
+		iov[n].iov_base = sge_mem(ctx, pd, &sg[i], offset, take, to_sge, &mrs[n]);
+		iov[n].iov_len = take;
+		if (!iov[n++].iov_base) {
 			*st = IBV_WC_LOC_PROT_ERR;
 			return -1;
 		}
-		if (!(to_sge ? uroce_mr_write(mr, p, b, take) : uroce_mr_read(mr, b, p, take))) {
-			*st = IBV_WC_LOC_PROT_ERR; /* an ODP page is not mapped */
-			return -1;
-		}
-		b += take;
 		len -= take;
 		offset = 0;
 	}
@@ -508,33 +503,47 @@ int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_
 		*st = IBV_WC_LOC_LEN_ERR;
 		return -1;
 	}
+	return n;
+}
+
+/* Copy between a message offset in a local scatter list and buf.
+ * to_sge: buf -> memory (needs IBV_ACCESS_LOCAL_WRITE).  Each SGE is checked
+ * with sge_mem.  Caller holds ctx->mr_lock for read. */
+int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
+		   uint32_t offset, void *buf, uint32_t len, bool to_sge, enum ibv_wc_status *st)
+{
+	struct iovec iov[UROCE_MAX_SGE];
+	struct uroce_mr *mrs[UROCE_MAX_SGE];
+	int n = sge_pieces(ctx, pd, sg, nsge < UROCE_MAX_SGE ? nsge : UROCE_MAX_SGE, offset, len,
+			   to_sge, iov, mrs, st);
+	uint8_t *b = buf;
+
+	if (n < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		if (!(to_sge ? uroce_mr_write(mrs[i], iov[i].iov_base, b, iov[i].iov_len)
+			     : uroce_mr_read(mrs[i], b, iov[i].iov_base, iov[i].iov_len))) {
+			*st = IBV_WC_LOC_PROT_ERR; /* an ODP page is not mapped */
+			return -1;
+		}
+		b += iov[i].iov_len;
+	}
 	return 0;
 }
 
 int uroce_sge_map(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
 		  uint32_t offset, uint32_t len, bool to_sge, struct iovec *iov, int maxiov)
 {
-	int n = 0;
+	struct uroce_mr *mrs[UROCE_MAX_SGE];
+	enum ibv_wc_status st;
+	int n;
 
-	for (int i = 0; i < nsge && len; i++) {
-		uint32_t take;
-		struct uroce_mr *mr;
-		uint8_t *p;
-
-		if (offset >= sg[i].length) {
-			offset -= sg[i].length;
-			continue;
-		}
-		take = sg[i].length - offset;
-		if (take > len)
-			take = len;
-		p = sge_mem(ctx, pd, &sg[i], offset, take, to_sge, &mr);
-		/* ODP memory is reached through the kernel (odp.c) */
-		if (!p || mr->odp || n == maxiov)
+	if (nsge > maxiov || nsge > UROCE_MAX_SGE)
+		return 0;
+	n = sge_pieces(ctx, pd, sg, nsge, offset, len, to_sge, iov, mrs, &st);
+	/* ODP memory is reached through the kernel (odp.c) */
+	for (int i = 0; i < n; i++)
+		if (mrs[i]->odp)
 			return 0;
-		iov[n++] = (struct iovec){.iov_base = p, .iov_len = take};
-		len -= take;
-		offset = 0;
-	}
-	return len ? 0 : n;
+	return n < 0 ? 0 : n;
 }
