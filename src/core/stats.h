@@ -63,6 +63,9 @@
 	X(rx_drop_icrc, "rcvd_icrc_err", "packets dropped: bad ICRC")                              \
 	X(rx_drop_parse, "rcvd_malformed", "packets dropped: malformed, truncated, no address")    \
 	X(rx_drop_qpn, "rcvd_unknown_qp", "packets dropped: destination QP does not exist here")   \
+	X(tx_in_place, "sent_in_place", "packets sent with the payload read from its MR (gso.c)")  \
+	X(rx_in_place, "rcvd_in_place",                                                            \
+	  "packets placed while their ICRC was checked (rx_place.c)")                              \
 	X(fault_drop, "fault_drop", "UROCE_FAULT: packets dropped")                                \
 	X(fault_dup, "fault_dup", "UROCE_FAULT: packets duplicated")                               \
 	X(fault_reorder, "fault_reorder", "UROCE_FAULT: packets reordered")                        \

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "uroce_export.h"
 #include "uroce_log.h"
@@ -630,6 +631,29 @@ bool uroce_qp1_deliver(struct uroce_ctx *ctx, const uint8_t *pkt, size_t len,
 void uroce_gso_setup(struct uroce_ep *ep);
 void uroce_gso_free(struct uroce_ep *ep);
 bool uroce_gso_add(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len);
+/* A packet whose payload leaves from where it is (registered memory), not
+ * copied into a packet buffer: hdr (BTH and extended headers), the payload
+ * pieces iov[0..niov), trl (pad, then the ICRC for IPv4 ID 0); len is the
+ * sum.  docs/design.md, "Send and receive paths". */
+struct uroce_tx_pkt {
+	const uint8_t *hdr;
+	uint32_t hlen;
+	const struct iovec *iov;
+	int niov;
+	uint8_t *trl;
+	uint32_t tlen;
+	uint32_t len;
+};
+/* May a packet to ip go through uroce_gso_add_gather?  Not with faults,
+ * capture or batching off, nor to a peer the same-host wire may serve. */
+bool uroce_ep_gather_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip);
+/* Queue t (after uroce_ep_gather_ok).  The payload memory must stay mapped
+ * until the batch leaves: the caller holds ctx->mr_lock for read, and
+ * ibv_dereg_mr / ibv_rereg_mr send every batch after taking it. */
+void uroce_gso_add_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			  struct uroce_tx_pkt *t);
+/* Send every endpoint's batch (ibv_dereg_mr, ibv_rereg_mr). */
+void uroce_ctx_flush_tx(struct uroce_ctx *ctx);
 /* Send what the endpoint's batch holds (call before blocking or returning
  * to the application). */
 void uroce_ep_flush(struct uroce_ep *ep);
@@ -639,6 +663,8 @@ uint32_t uroce_gro_size(const struct msghdr *mh);
 struct uroce_udp_msg {
 	const struct uroce_ipinfo *ip;
 	const void *buf;
+	const struct iovec *iov; /* instead of buf when not NULL */
+	int iovcnt;
 	size_t len;
 	uint32_t gso_size;
 };
@@ -648,6 +674,7 @@ int uroce_udp_send_many(struct uroce_ep *ep, const struct uroce_udp_msg *m, int 
 /* One sendmsg to ip (with UDP_SEGMENT when gso_size): 0 or an errno. */
 int uroce_udp_send(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len,
 		   uint32_t gso_size);
+int uroce_udp_send_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m);
 /* Read and dispatch up to budget packets; returns the count handled.
  * uroce_ep_poll sends every ACK it owes before returning (the progress
  * engine); uroce_ep_poll_app, for an application thread in ibv_poll_cq,
@@ -712,6 +739,11 @@ void uroce_qp_error(struct uroce_qp *qp);
 void uroce_qp_flush(struct uroce_qp *qp);
 /* Build + send one packet. */
 int uroce_qp_xmit(struct uroce_qp *qp, struct uroce_pkt *pkt);
+/* Send pkt (headers built, pad and ICRC not) with its payload in place at
+ * iov[0..niov) (caller holds ctx->mr_lock for read); false when the
+ * endpoint cannot (uroce_ep_gather_ok): build it whole instead. */
+bool uroce_qp_xmit_gather(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct iovec *iov,
+			  int niov);
 
 /* async events */
 void uroce_async_event(struct uroce_ctx *ctx, enum ibv_event_type type, void *obj);
@@ -722,5 +754,19 @@ void uroce_async_free_zombies(struct uroce_ctx *ctx);
 /* copying between scatter lists and buffers; caller holds mr_lock (read) */
 int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
 		   uint32_t offset, void *buf, uint32_t len, bool to_sge, enum ibv_wc_status *st);
+/* The len bytes at offset in a local scatter list as up to maxiov pieces of
+ * registered memory, checked as uroce_sge_copy checks them (to_sge: to be
+ * written), for a send that leaves from there (gso.c) or a receive placed
+ * there (rx_place.c); their count, or 0 when they must be copied instead
+ * (uroce_sge_copy says why when they are not usable at all: ODP, too many
+ * pieces, an error). */
+int uroce_sge_map(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
+		  uint32_t offset, uint32_t len, bool to_sge, struct iovec *iov, int maxiov);
+/* Place the payload of a wire packet continuing the message in progress
+ * straight into its destination while checking its ICRC, in one pass
+ * (src/transport/rx_place.c; qp->lock held): 1 placed and the ICRC good
+ * (pkt->placed), -1 the ICRC bad (drop it), 0 not such a packet (check the
+ * ICRC and deliver it as any other). */
+int uroce_rx_place(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip);
 
 #endif

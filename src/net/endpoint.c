@@ -323,8 +323,8 @@ static void udp_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m, struct u
 	o->iov = (struct iovec){.iov_base = (void *)m->buf, .iov_len = m->len};
 	*mh = (struct msghdr){.msg_name = &o->to,
 			      .msg_namelen = sizeof(o->to),
-			      .msg_iov = &o->iov,
-			      .msg_iovlen = 1,
+			      .msg_iov = m->iov ? (struct iovec *)m->iov : &o->iov,
+			      .msg_iovlen = m->iov ? (size_t)m->iovcnt : 1,
 			      .msg_control = o->ctl.buf,
 			      .msg_controllen = CMSG_SPACE(sizeof(struct in_pktinfo))};
 	cm = CMSG_FIRSTHDR(mh);
@@ -363,14 +363,22 @@ int uroce_udp_send(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
 		   uint32_t gso_size)
 {
 	struct uroce_udp_msg m = {.ip = ip, .buf = buf, .len = len, .gso_size = gso_size};
+
+	return uroce_udp_send_msg(ep, &m);
+}
+
+int uroce_udp_send_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m)
+{
+	const struct uroce_ipinfo *ip = m->ip;
+	uint32_t gso_size = m->gso_size;
 	struct udp_out o;
 	struct msghdr mh;
 
-	udp_msg(ep, &m, &o, &mh);
+	udp_msg(ep, m, &o, &mh);
 	for (;;) {
 		ssize_t r = sendmsg(ep->fd, &mh, MSG_DONTWAIT);
 
-		if (r == (ssize_t)len)
+		if (r == (ssize_t)m->len)
 			return 0;
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -423,6 +431,32 @@ static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const
 	return 0;
 }
 
+static int place_mode = -1; /* UROCE_RX_COPY=1: check, then copy (measurements) */
+
+/* A wire packet that continues a message: its payload straight into place
+ * while its ICRC is checked (rx_place.c); 1, -1 or 0 as uroce_rx_place. */
+static int rx_place(struct uroce_ep *ep, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
+{
+	struct uroce_qp *qp;
+	int r;
+
+	if (place_mode < 0) {
+		const char *v = getenv("UROCE_RX_COPY");
+
+		place_mode = !(v && !strcmp(v, "1"));
+	}
+	/* standard-port peers number their IPv4 IDs: the ICRC is found
+	 * another way (uroce_icrc_ok_any_ipid) */
+	if (!place_mode || !(pkt->mask & URM_REQ) || (pkt->mask & URM_START) || !pkt->paylen ||
+	    !ur_bth_pkey_ok(pkt) || pkt->qpn == UROCE_MCAST_QPN || pkt->qpn == 1 || ep->std ||
+	    uroce_std_mode() || !(qp = ep->slot[ep_slot_of(ep, pkt->qpn)]))
+		return 0;
+	pthread_mutex_lock(&qp->lock);
+	r = uroce_rx_place(qp, pkt, ip);
+	pthread_mutex_unlock(&qp->lock);
+	return r;
+}
+
 /* Parse, check and hand one packet to its QP (rx_lock held).  A packet
  * from shared memory (src/net/shm.c) has no ICRC to check: memory is not
  * a wire. */
@@ -433,13 +467,15 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 	const struct uroce_ipinfo ip = *ipp;
 	struct uroce_pkt pkt;
 	struct uroce_qp *qp;
+	int placed;
 
 	uroce_pcap(ctx, UROCE_PCAP_RX, ipp, data, len);
 	if (uroce_pkt_parse(&pkt, data, len)) {
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
 	}
-	if (wire && !uroce_icrc_ok(&pkt, &ip)) {
+	placed = wire ? rx_place(ep, &pkt, &ip) : 0;
+	if (wire && placed <= 0 && (placed < 0 || !uroce_icrc_ok(&pkt, &ip))) {
 		uint16_t ipid;
 
 		/* Standard-port mode: the peer (kernel rxe, a NIC) may number
@@ -450,6 +486,7 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 		if (uroce_icrc_ok_any_ipid(&pkt, &ip, &ipid) && (uroce_std_mode() || ipid < 64)) {
 			ur_trace("%s psn %u: ICRC matches with IPv4 ID 0x%04x",
 				 uroce_opcode_name(pkt.opcode), pkt.psn, ipid);
+			pkt.placed = placed < 0; /* what was placed is the payload */
 		} else {
 			/* IBTA C9-?: a packet with a bad ICRC is silently dropped */
 			ur_dbg("drop %s psn %u: bad ICRC", uroce_opcode_name(pkt.opcode), pkt.psn);
@@ -499,6 +536,29 @@ static void deliver_shm(struct uroce_ep *ep, uint8_t *data, size_t len,
 
 /* UROCE_FAULT (src/net/fault.c) sends and delivers held packets with these. */
 static const struct uroce_fault_ops fault_ops = {.xmit = ep_xmit_raw, .deliver = deliver};
+
+/* Not to a destination the same-host wire may serve: all the packets of a
+ * link take uroce_ep_xmit, in order. */
+static int gather_mode = -1; /* UROCE_TX_COPY=1: every packet copied (measurements) */
+
+bool uroce_ep_gather_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip)
+{
+	if (gather_mode < 0) {
+		const char *v = getenv("UROCE_TX_COPY");
+
+		gather_mode = !(v && !strcmp(v, "1"));
+	}
+	return gather_mode && ep->gso && ip->family == AF_INET && !uroce_fault_on(ep->ctx) &&
+	       !ep->ctx->pcap && !(ep->shm && uroce_shm_dst_local(ep->ctx, ip->dst.v4));
+}
+
+void uroce_ctx_flush_tx(struct uroce_ctx *ctx)
+{
+	int nep = atomic_load(&ctx->nep);
+
+	for (int i = 0; i < nep; i++)
+		uroce_ep_flush(ctx->ep[i]);
+}
 
 int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len)
 {

@@ -41,13 +41,17 @@
 #define GSO_MAX_BYTES  63000 /* a UDP datagram carries at most 65507 bytes */
 #define GSO_MAX_GROUPS UROCE_UDP_MAX_MSGS
 #define GSO_BUF_BYTES  (4 * GSO_MAX_BYTES)
+#define GSO_MAX_IOV    1024 /* UIO_MAXIOV: pieces of one batch */
 
 /* One GSO datagram of the batch: packets of one size (the last may be
- * shorter) to one destination. */
+ * shorter) to one destination, as pieces iov[iov0 .. iov0 + niov) of the
+ * batch: bytes copied into buf (whole packets, or the headers and
+ * trailers of gathered ones) and payloads left in registered memory. */
 struct uroce_tx_group {
 	struct uroce_ipinfo ip;
-	uint32_t off, bytes; /* where in buf */
-	uint32_t seg;	     /* segment size: the first packet's length */
+	uint32_t iov0, niov;
+	uint32_t bytes; /* on the wire: the sum of its pieces */
+	uint32_t seg;	/* segment size: the first packet's length */
 	int nseg;
 	bool short_tail; /* the last segment is shorter: the group is closed */
 };
@@ -60,8 +64,10 @@ struct uroce_tx_group {
  * per message. */
 struct uroce_ep_tx {
 	int ngroup;
-	uint32_t used;
+	uint32_t used; /* bytes of buf */
+	uint32_t niov;
 	struct uroce_tx_group g[GSO_MAX_GROUPS];
+	struct iovec iov[GSO_MAX_IOV];
 	uint8_t buf[GSO_BUF_BYTES];
 };
 
@@ -106,16 +112,26 @@ static bool same_dest(const struct uroce_ipinfo *a, const struct uroce_ipinfo *b
 
 /* A group the kernel refused to segment: its packets one by one, and from
  * now on no batching on this endpoint. */
-static void send_unbatched(struct uroce_ep *ep, const struct uroce_tx_group *g, const uint8_t *buf,
-			   int err)
+static void send_unbatched(struct uroce_ep *ep, const struct uroce_tx_group *g,
+			   const struct iovec *iov, int err)
 {
+	uint8_t *buf = malloc(g->bytes);
+	uint32_t off = 0;
+
 	ur_warn("UDP GSO refused (%s): sending packets one by one", strerror(err));
 	ep->gso = false;
-	for (uint32_t off = 0; off < g->bytes; off += g->seg) {
+	if (!buf)
+		return; /* lost, as by a full socket buffer */
+	for (uint32_t i = 0; i < g->niov; i++) {
+		memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+		off += (uint32_t)iov[i].iov_len;
+	}
+	for (off = 0; off < g->bytes; off += g->seg) {
 		uint32_t n = g->bytes - off < g->seg ? g->bytes - off : g->seg;
 
 		uroce_udp_send(ep, &g->ip, buf + off, n, 0);
 	}
+	free(buf);
 }
 
 static void flush_locked(struct uroce_ep *ep)
@@ -128,7 +144,8 @@ static void flush_locked(struct uroce_ep *ep)
 		return;
 	for (int i = 0; i < tx->ngroup; i++)
 		m[i] = (struct uroce_udp_msg){.ip = &tx->g[i].ip,
-					      .buf = tx->buf + tx->g[i].off,
+					      .iov = &tx->iov[tx->g[i].iov0],
+					      .iovcnt = (int)tx->g[i].niov,
 					      .len = tx->g[i].bytes,
 					      .gso_size = tx->g[i].nseg > 1 ? tx->g[i].seg : 0};
 	if (tx->ngroup > 1)
@@ -136,13 +153,14 @@ static void flush_locked(struct uroce_ep *ep)
 	/* one at a time: a single group, or what sendmmsg left (an error
 	 * on one datagram is reported, and dealt with, by uroce_udp_send) */
 	for (int i = sent; i < tx->ngroup; i++) {
-		int err = uroce_udp_send(ep, m[i].ip, m[i].buf, m[i].len, m[i].gso_size);
+		int err = uroce_udp_send_msg(ep, &m[i]);
 
 		if (err == EINVAL || err == EIO || err == EOPNOTSUPP)
-			send_unbatched(ep, &tx->g[i], m[i].buf, err);
+			send_unbatched(ep, &tx->g[i], m[i].iov, err);
 	}
 	tx->ngroup = 0;
 	tx->used = 0;
+	tx->niov = 0;
 }
 
 /* Segment k goes out with IPv4 ID k: turn the packet's ICRC (computed for
@@ -150,8 +168,9 @@ static void flush_locked(struct uroce_ep *ep)
  * the length and k only, not on the content; applying the change rather
  * than recomputing keeps a corrupted packet corrupted (UROCE_FAULT).  The
  * per-thread cache holds the changes for one packet length. */
-static void ipid_fixup(const struct uroce_ipinfo *ip, uint8_t *p, uint32_t len)
+static void ipid_fixup(const struct uroce_ipinfo *ip, uint8_t *icrc, uint32_t len)
 {
+	static const uint8_t zero_pkt[GSO_MAX_BYTES];
 	static __thread uint32_t cache_len, delta[GSO_MAX_SEGS];
 	static __thread uint64_t have;
 	struct uroce_ipinfo ip0 = *ip;
@@ -164,13 +183,13 @@ static void ipid_fixup(const struct uroce_ipinfo *ip, uint8_t *p, uint32_t len)
 	}
 	if (!(have & (1ull << k))) {
 		ip0.ipid = 0;
-		delta[k] =
-		    uroce_icrc_compute(ip, p, len - 4) ^ uroce_icrc_compute(&ip0, p, len - 4);
+		delta[k] = uroce_icrc_compute(ip, zero_pkt, len - 4) ^
+			   uroce_icrc_compute(&ip0, zero_pkt, len - 4);
 		have |= 1ull << k;
 	}
-	memcpy(&wire, p + len - 4, 4);
+	memcpy(&wire, icrc, 4);
 	wire = htole32(le32toh(wire) ^ delta[k]);
-	memcpy(p + len - 4, &wire, 4);
+	memcpy(icrc, &wire, 4);
 }
 
 void uroce_ep_flush(struct uroce_ep *ep)
@@ -180,6 +199,68 @@ void uroce_ep_flush(struct uroce_ep *ep)
 	pthread_mutex_lock(&ep->tx_lock);
 	flush_locked(ep);
 	pthread_mutex_unlock(&ep->tx_lock);
+}
+
+/* A piece of the open group: bytes in buf (merged with the piece before
+ * when they follow it there) or a payload in place (tx_lock held). */
+static void tx_piece(struct uroce_ep_tx *tx, struct uroce_tx_group *g, const void *p, size_t len)
+{
+	struct iovec *last = g->niov ? &tx->iov[tx->niov - 1] : NULL;
+
+	g->bytes += (uint32_t)len;
+	if (last && (const uint8_t *)last->iov_base + last->iov_len == p) {
+		last->iov_len += len;
+		return;
+	}
+	tx->iov[tx->niov++] = (struct iovec){.iov_base = (void *)p, .iov_len = len};
+	g->niov++;
+}
+
+/* Copy len bytes into buf as a piece of g; where they went. */
+static uint8_t *tx_copy(struct uroce_ep_tx *tx, struct uroce_tx_group *g, const void *src,
+			size_t len)
+{
+	uint8_t *p = tx->buf + tx->used;
+
+	memcpy(p, src, len);
+	tx->used += (uint32_t)len;
+	tx_piece(tx, g, p, len);
+	return p;
+}
+
+/* The group a packet of len bytes to ip joins, with room for copy bytes in
+ * buf and niov pieces (tx_lock held): the open one when it can take it,
+ * else a new one, after sending the batch when that is full. */
+static struct uroce_tx_group *tx_group(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+				       uint32_t len, uint32_t copy, uint32_t niov)
+{
+	struct uroce_ep_tx *tx = ep->tx;
+	struct uroce_tx_group *g;
+
+	if (tx->used + copy > GSO_BUF_BYTES || tx->niov + niov > GSO_MAX_IOV)
+		flush_locked(ep);
+	g = tx->ngroup ? &tx->g[tx->ngroup - 1] : NULL;
+	if (g && (!same_dest(&g->ip, ip) || len > g->seg || g->short_tail ||
+		  g->nseg == GSO_MAX_SEGS || g->bytes + len > GSO_MAX_BYTES)) {
+		if (tx->ngroup == GSO_MAX_GROUPS)
+			flush_locked(ep);
+		g = NULL;
+	}
+	if (!g) {
+		g = &tx->g[tx->ngroup++];
+		*g = (struct uroce_tx_group){.ip = *ip, .iov0 = tx->niov, .seg = len};
+	}
+	return g;
+}
+
+/* The packet of len bytes is in g: its IPv4 ID, and the counters. */
+static void tx_added(struct uroce_ep *ep, struct uroce_tx_group *g, uint32_t len)
+{
+	g->nseg++;
+	if (len < g->seg)
+		g->short_tail = true;
+	uroce_count(ep->ctx, tx_pkts, 1);
+	uroce_count(ep->ctx, tx_bytes, len);
 }
 
 /* Queue one packet (BTH..ICRC, ICRC computed for ID 0).  Returns false when
@@ -194,35 +275,66 @@ bool uroce_gso_add(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
 	if (!ep->gso || ip->family != AF_INET || len > GSO_MAX_BYTES)
 		return false;
 	pthread_mutex_lock(&ep->tx_lock);
-	if (tx->used + len > GSO_BUF_BYTES)
-		flush_locked(ep);
-	g = tx->ngroup ? &tx->g[tx->ngroup - 1] : NULL;
-	if (g && (!same_dest(&g->ip, ip) || len > g->seg || g->short_tail ||
-		  g->nseg == GSO_MAX_SEGS || g->bytes + len > GSO_MAX_BYTES)) {
-		if (tx->ngroup == GSO_MAX_GROUPS)
-			flush_locked(ep);
-		g = NULL;
-	}
-	if (!g) {
-		g = &tx->g[tx->ngroup++];
-		*g = (struct uroce_tx_group){.ip = *ip, .off = tx->used, .seg = (uint32_t)len};
-	}
-	p = tx->buf + tx->used;
-	memcpy(p, buf, len);
+	g = tx_group(ep, ip, (uint32_t)len, (uint32_t)len, 1);
+	p = tx_copy(tx, g, buf, len);
 	seg_ip = *ip;
 	seg_ip.ipid = (uint16_t)g->nseg;
 	if (g->nseg)
-		ipid_fixup(&seg_ip, p, (uint32_t)len);
+		ipid_fixup(&seg_ip, p + len - UR_ICRC_BYTES, (uint32_t)len);
 	uroce_pcap(ep->ctx, UROCE_PCAP_TX, &seg_ip, p, len);
-	g->bytes += (uint32_t)len;
-	tx->used += (uint32_t)len;
-	g->nseg++;
-	if (len < g->seg)
-		g->short_tail = true;
+	tx_added(ep, g, (uint32_t)len);
 	pthread_mutex_unlock(&ep->tx_lock);
-	uroce_count(ep->ctx, tx_pkts, 1);
-	uroce_count(ep->ctx, tx_bytes, len);
 	return true;
+}
+
+/* The gathered packet as one buffer, sent by itself: the endpoint stopped
+ * batching (its GSO was refused) after the caller asked. */
+static void send_linear(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			const struct uroce_tx_pkt *t)
+{
+	uint8_t *buf = malloc(t->len), *p = buf;
+
+	if (!buf)
+		return; /* lost, as by a full socket buffer */
+	memcpy(p, t->hdr, t->hlen);
+	p += t->hlen;
+	for (int i = 0; i < t->niov; i++) {
+		memcpy(p, t->iov[i].iov_base, t->iov[i].iov_len);
+		p += t->iov[i].iov_len;
+	}
+	memcpy(p, t->trl, t->tlen);
+	if (!uroce_udp_send(ep, ip, buf, t->len, 0)) {
+		uroce_count(ep->ctx, tx_pkts, 1);
+		uroce_count(ep->ctx, tx_bytes, t->len);
+	}
+	free(buf);
+}
+
+void uroce_gso_add_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			  struct uroce_tx_pkt *t)
+{
+	struct uroce_ep_tx *tx = ep->tx;
+	struct uroce_ipinfo seg_ip;
+	struct uroce_tx_group *g;
+
+	pthread_mutex_lock(&ep->tx_lock);
+	if (!ep->gso) {
+		pthread_mutex_unlock(&ep->tx_lock);
+		send_linear(ep, ip, t);
+		return;
+	}
+	g = tx_group(ep, ip, t->len, t->hlen + t->tlen, (uint32_t)t->niov + 2);
+	seg_ip = *ip;
+	seg_ip.ipid = (uint16_t)g->nseg;
+	if (g->nseg)
+		ipid_fixup(&seg_ip, t->trl + t->tlen - UR_ICRC_BYTES, t->len);
+	tx_copy(tx, g, t->hdr, t->hlen);
+	for (int i = 0; i < t->niov; i++)
+		tx_piece(tx, g, t->iov[i].iov_base, t->iov[i].iov_len);
+	tx_copy(tx, g, t->trl, t->tlen);
+	tx_added(ep, g, t->len);
+	pthread_mutex_unlock(&ep->tx_lock);
+	uroce_count(ep->ctx, tx_in_place, 1);
 }
 
 /* The segment size of a datagram received as a GRO batch, or 0. */

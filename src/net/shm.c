@@ -534,7 +534,7 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 	return 0;
 }
 
-static bool dst_local(const struct uroce_ctx *ctx, struct in_addr a)
+bool uroce_shm_dst_local(const struct uroce_ctx *ctx, struct in_addr a)
 {
 	const struct uroce_dev *d = ctx->dev;
 
@@ -554,7 +554,7 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const vo
 	int err;
 
 	if (!s || ip->family != AF_INET || len > SHM_MAX_PKT || ip->dport == UR_ROCE_PORT ||
-	    IN_MULTICAST(ntohl(ip->dst.v4.s_addr)) || !dst_local(ctx, ip->dst.v4))
+	    IN_MULTICAST(ntohl(ip->dst.v4.s_addr)) || !uroce_shm_dst_local(ctx, ip->dst.v4))
 		return false;
 	pthread_mutex_lock(&ep->tx_lock);
 	l = txl_find(s, ip->dport, true);

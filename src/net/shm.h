@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
 
 struct uroce_ctx;
 struct uroce_ep;
@@ -31,6 +32,10 @@ void uroce_shm_epoll_add(struct uroce_ep *ep);
  * send it over UDP (not local, link not up yet, hostile ring). */
 bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf,
 		    size_t len);
+
+/* A destination on this host (127/8 or one of the device's addresses): its
+ * packets may take the same-host wire (endpoint.c keeps them on one path). */
+bool uroce_shm_dst_local(const struct uroce_ctx *ctx, struct in_addr a);
 
 /* Receive path (rx_lock held): up to want packets from ep's rings, each
  * handed to deliver.  A link's first record comes after what its sender

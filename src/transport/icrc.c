@@ -4,7 +4,8 @@
  * register preset to all ones and inverted at the end, and chainable like
  * zlib's crc32(): start from 0, feed the previous result back in.  ISA-L's
  * crc32_gzip_refl() has exactly these semantics (it inverts the seed on entry
- * and the result on exit), so it is a drop-in replacement for the table code.
+ * and the result on exit), so it is a drop-in replacement for the table code;
+ * so is crc_clmul.c's carry-less folding.
  *
  * ICRC (IBTA Vol 1 Annex A17.3.3, RoCEv2): the CRC32 of
  *   - 8 bytes of 0xFF standing in for the (absent) LRH,
@@ -28,6 +29,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "transport/pkt.h"
 
@@ -87,12 +89,18 @@ uint32_t uroce_crc32_sw(uint32_t crc, const void *buf, size_t len)
 	return ~crc;
 }
 
+/* The fastest there is: VPCLMULQDQ folding (crc_clmul.c) where the CPU has
+ * it (twice ISA-L's PCLMULQDQ kernel on an AVX2 machine, which is what
+ * ISA-L picks there: docs/design.md), else ISA-L, else PCLMULQDQ folding
+ * or the table. */
 uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len)
 {
+	if (len >= 128 && uroce_crc32_clmul_level() == 2)
+		return uroce_crc32_clmul(crc, buf, len);
 #ifdef UROCE_HAVE_ISAL
 	return crc32_gzip_refl(crc, buf, len);
 #else
-	return uroce_crc32_sw(crc, buf, len);
+	return uroce_crc32_clmul(crc, buf, len);
 #endif
 }
 
@@ -108,7 +116,9 @@ static inline void put16(uint8_t *p, uint32_t v)
 #define ICRC_UDP_BYTES	8
 #define IPV4_DF		0x4000
 
-uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
+/* The CRC register after the masked LRH, IP and UDP headers and BTH of a
+ * packet of len_no_icrc bytes (BTH up to the ICRC). */
+static uint32_t icrc_head(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
 {
 	/* Masked LRH, IP header, UDP header and BTH: at most 8+40+8+12 bytes. */
 	uint8_t ph[ICRC_LRH_BYTES + ICRC_IPV6_BYTES + ICRC_UDP_BYTES + UR_BTH_BYTES];
@@ -151,7 +161,27 @@ uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth, u
 	h += UR_BTH_BYTES;
 
 	crc = uroce_crc32(0, ph, (size_t)(h - ph));
-	return uroce_crc32(crc, bth + UR_BTH_BYTES, len_no_icrc - UR_BTH_BYTES);
+	return crc;
+}
+
+uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
+{
+	return uroce_crc32(icrc_head(ip, bth, len_no_icrc), bth + UR_BTH_BYTES,
+			   len_no_icrc - UR_BTH_BYTES);
+}
+
+uint32_t uroce_icrc_gather(const struct uroce_ipinfo *ip, const uint8_t *hdr, uint32_t hlen,
+			   const struct iovec *iov, int niov, uint32_t pad)
+{
+	static const uint8_t zero[3];
+	uint32_t n = hlen + pad, crc;
+
+	for (int i = 0; i < niov; i++)
+		n += (uint32_t)iov[i].iov_len;
+	crc = uroce_crc32(icrc_head(ip, hdr, n), hdr + UR_BTH_BYTES, hlen - UR_BTH_BYTES);
+	for (int i = 0; i < niov; i++)
+		crc = uroce_crc32(crc, iov[i].iov_base, iov[i].iov_len);
+	return uroce_crc32(crc, zero, pad);
 }
 
 bool uroce_icrc_ok(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
@@ -165,4 +195,21 @@ bool uroce_icrc_ok(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
 	n = pkt->len - UR_ICRC_BYTES;
 	memcpy(&wire, pkt->bth + n, UR_ICRC_BYTES);
 	return le32toh(wire) == uroce_icrc_compute(ip, pkt->bth, n);
+}
+
+bool uroce_icrc_ok_copy(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip,
+			const struct iovec *dst, int ndst)
+{
+	uint32_t n = pkt->len - UR_ICRC_BYTES, wire, crc;
+	const uint8_t *src = pkt->payload;
+
+	crc = uroce_crc32(icrc_head(ip, pkt->bth, n), pkt->bth + UR_BTH_BYTES,
+			  (size_t)(pkt->payload - pkt->bth) - UR_BTH_BYTES);
+	for (int i = 0; i < ndst; i++) {
+		crc = uroce_crc32_copy(dst[i].iov_base, src, dst[i].iov_len, crc);
+		src += dst[i].iov_len;
+	}
+	crc = uroce_crc32(crc, src, (size_t)(pkt->bth + n - src));
+	memcpy(&wire, pkt->bth + n, UR_ICRC_BYTES);
+	return le32toh(wire) == crc;
 }

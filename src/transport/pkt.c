@@ -68,6 +68,7 @@ int uroce_pkt_parse(struct uroce_pkt *pkt, uint8_t *buf, size_t len)
 	pkt->psn = ur_get32(buf + 8) & UR_PSN_MASK;
 	pkt->payload = buf + info->length;
 	pkt->paylen = body - pad;
+	pkt->placed = false;
 	return 0;
 }
 
@@ -96,6 +97,7 @@ void uroce_pkt_init(struct uroce_pkt *pkt, uint8_t *buf, uint8_t opcode, uint32_
 	pkt->pad = pad;
 	pkt->ackreq = false;
 	pkt->se = false;
+	pkt->placed = false;
 }
 
 void uroce_pkt_finish(struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)

@@ -181,6 +181,7 @@ struct uroce_pkt {
 	uint8_t pad;
 	bool ackreq;
 	bool se;
+	bool placed; /* the payload is in its destination already (rx_place.c) */
 };
 
 /* Parse and validate the headers of a received packet of len bytes (BTH
@@ -225,6 +226,15 @@ struct uroce_ipinfo {
  * to the ICRC.  IPv4 is assumed as uroce sends it: IHL 5, ID 0, DF set. */
 uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth,
 			    uint32_t len_no_icrc);
+/* The same over a packet in pieces: hdr (hlen bytes from the BTH), the
+ * payload pieces iov[0..niov) and pad zero bytes. */
+struct iovec;
+uint32_t uroce_icrc_gather(const struct uroce_ipinfo *ip, const uint8_t *hdr, uint32_t hlen,
+			   const struct iovec *iov, int niov, uint32_t pad);
+/* uroce_icrc_ok, copying the payload into the pieces dst[0..ndst) (as many
+ * bytes as it has) in the same pass. */
+bool uroce_icrc_ok_copy(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip,
+			const struct iovec *dst, int ndst);
 /* Zero the pad bytes and write the ICRC at the end of the packet. */
 void uroce_pkt_finish(struct uroce_pkt *pkt, const struct uroce_ipinfo *ip);
 /* True when the packet's ICRC matches. */
@@ -234,6 +244,14 @@ uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len);
 /* The portable slicing-by-8 CRC32 behind uroce_crc32() when ISA-L is absent;
  * always built so tests can check both give the same result. */
 uint32_t uroce_crc32_sw(uint32_t crc, const void *buf, size_t len);
+/* The same by carry-less multiplication (crc_clmul.c): VPCLMULQDQ or
+ * PCLMULQDQ as the CPU has them (the table code otherwise, and for short
+ * buffers).  uroce_crc32_copy also copies src to dst in the same pass and
+ * returns the CRC of the bytes, continued from crc. */
+uint32_t uroce_crc32_clmul(uint32_t crc, const void *buf, size_t len);
+uint32_t uroce_crc32_copy(void *dst, const void *src, size_t len, uint32_t crc);
+/* What uroce_crc32_clmul uses: 0 the table, 1 PCLMULQDQ, 2 VPCLMULQDQ. */
+int uroce_crc32_clmul_level(void);
 
 /* ---- Field accessors (network byte order on the wire). ---- */
 

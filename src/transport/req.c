@@ -27,6 +27,33 @@ int uroce_qp_xmit(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	return uroce_ep_xmit(qp->ep, &qp->path, pkt->bth, pkt->len);
 }
 
+bool uroce_qp_xmit_gather(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct iovec *iov,
+			  int niov)
+{
+	struct uroce_tx_pkt t = {.hdr = pkt->bth,
+				 .hlen = (uint32_t)(pkt->payload - pkt->bth),
+				 .iov = iov,
+				 .niov = niov,
+				 .tlen = pkt->pad + UR_ICRC_BYTES,
+				 .len = pkt->len};
+	uint8_t trl[3 + UR_ICRC_BYTES] = {0};
+	uint32_t icrc;
+
+	if (!uroce_ep_gather_ok(qp->ep, &qp->path))
+		return false;
+	if (qp->sk)
+		uroce_sack_tx(qp, pkt);
+	icrc = htole32(uroce_icrc_gather(&qp->path, t.hdr, t.hlen, iov, niov, pkt->pad));
+	memcpy(trl + pkt->pad, &icrc, UR_ICRC_BYTES);
+	t.trl = trl;
+	ur_trace("QP 0x%06x tx %s psn %u len %u (gathered)", qp->ibqp.qp_base.qp_num,
+		 uroce_opcode_name(pkt->opcode), pkt->psn, pkt->len);
+	uroce_qp_stat(qp, tx_pkts, 1);
+	uroce_qp_stat(qp, tx_bytes, pkt->len);
+	uroce_gso_add_gather(qp->ep, &qp->path, &t);
+	return true;
+}
+
 /* IBTA Table 45: RNR NAK timer field -> delay. */
 uint64_t uroce_rnr_timer_ns(unsigned int code)
 {
@@ -211,9 +238,17 @@ static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off
 	if (w->inline_data) {
 		memcpy(pkt.payload, w->inline_data + off, paylen);
 	} else if (paylen) {
-		int r;
+		struct iovec iov[UROCE_MAX_SGE];
+		int r, n;
 
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		/* the payload leaves from the MR, read again on a resend */
+		n = uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off, paylen,
+				  false, iov, UROCE_MAX_SGE);
+		if (n && uroce_qp_xmit_gather(qp, &pkt, iov, n)) {
+			pthread_rwlock_unlock(&qp->ctx->mr_lock);
+			return (int)paylen;
+		}
 		r = uroce_sge_copy(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off,
 				   pkt.payload, paylen, false, st);
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);

@@ -295,8 +295,11 @@ static enum resp_state exec_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	int r;
 
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-	r = uroce_sge_copy(qp->ctx, resp_pd(qp), qp->resp.rwqe.sg, qp->resp.rwqe.num_sge,
-			   qp->resp.rcv_offset, pkt->payload, pkt->paylen, true, &st);
+	/* placed: in the receive buffer already (rx_place.c) */
+	r = pkt->placed
+		? 0
+		: uroce_sge_copy(qp->ctx, resp_pd(qp), qp->resp.rwqe.sg, qp->resp.rwqe.num_sge,
+				 qp->resp.rcv_offset, pkt->payload, pkt->paylen, true, &st);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	if (r) {
 		/* 9.9.3.1.2: the receive buffer is too small (or not ours) */
@@ -341,7 +344,7 @@ static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			dst = uroce_mr_ptr(mr, qp->resp.write_va + qp->resp.write_offset,
 					   pkt->paylen);
 		/* an ODP page that is not mapped: remote access error */
-		if (dst && !uroce_mr_write(mr, dst, pkt->payload, pkt->paylen))
+		if (dst && !pkt->placed && !uroce_mr_write(mr, dst, pkt->payload, pkt->paylen))
 			dst = NULL;
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		if (!dst)
@@ -386,6 +389,12 @@ static void send_read_resp(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint3
 			if (mr && uroce_pd_same(mr->ibmr.pd, resp_pd(qp)) &&
 			    (mr->access & IBV_ACCESS_REMOTE_READ))
 				src = uroce_mr_ptr(mr, va + off, paylen);
+			/* the payload leaves from the MR (docs/design.md) */
+			if (src && !mr->odp &&
+			    uroce_qp_xmit_gather(qp, &pkt, &(struct iovec){src, paylen}, 1)) {
+				pthread_rwlock_unlock(&qp->ctx->mr_lock);
+				continue;
+			}
 			if (src && !uroce_mr_read(mr, pkt.payload, src, paylen))
 				src = NULL;
 			pthread_rwlock_unlock(&qp->ctx->mr_lock);

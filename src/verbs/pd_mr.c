@@ -340,6 +340,8 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 			      atomic_load(&mr->nbound)),
 		       uroce_obj_err(EBUSY);
 	uroce_key_remove(to_uctx(ibmr->context), mr);
+	/* packets with payload in the MR leave before the memory may go */
+	uroce_ctx_flush_tx(to_uctx(ibmr->context));
 	atomic_fetch_sub(&to_upd(ibmr->pd)->refs, 1);
 	if (mr->dm)
 		atomic_fetch_sub(&mr->dm->refs, 1);
@@ -443,6 +445,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	mr->access = acc;
 	mr->odp = acc & IBV_ACCESS_ON_DEMAND;
 	pthread_rwlock_unlock(&ctx->mr_lock);
+	uroce_ctx_flush_tx(ctx); /* the old range may go once this returns */
 	if (ibmr->pd != old_pd) {
 		atomic_fetch_add(&to_upd(ibmr->pd)->refs, 1);
 		atomic_fetch_sub(&to_upd(old_pd)->refs, 1);
@@ -452,19 +455,33 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	return 0;
 }
 
-/* Copy between a message offset in a local scatter list and buf.
- * to_sge: buf -> memory (needs IBV_ACCESS_LOCAL_WRITE).  Each SGE is checked
- * against its lkey: the MR must exist, belong to pd and contain the range
- * (IBTA C10-9.x, local protection).  Caller holds ctx->mr_lock for read. */
-int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
-		   uint32_t offset, void *buf, uint32_t len, bool to_sge, enum ibv_wc_status *st)
+/* The memory of take bytes at offset in sg, checked against its lkey: the
+ * MR must exist, belong to pd and contain the range (IBTA C10-9.x, local
+ * protection); to_sge needs IBV_ACCESS_LOCAL_WRITE.  NULL when not. */
+static uint8_t *sge_mem(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg,
+			uint32_t offset, uint32_t take, bool to_sge, struct uroce_mr **mrp)
 {
-	uint8_t *b = buf;
+	struct uroce_mr *mr = uroce_mr_lookup(ctx, sg->lkey);
+
+	/* memory windows have rkeys only: no local access through them */
+	if (!mr || mr->kind != UROCE_KEY_MR || !uroce_pd_same(mr->ibmr.pd, pd) ||
+	    (to_sge && !(mr->access & IBV_ACCESS_LOCAL_WRITE)))
+		return NULL;
+	*mrp = mr;
+	return uroce_mr_ptr(mr, sg->addr + offset, take);
+}
+
+/* The len bytes at offset in a scatter list as pieces of memory (at most
+ * one per SGE), each checked with sge_mem, with their MRs: their count, or
+ * -1 with *st. */
+static int sge_pieces(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg,
+		      int nsge, uint32_t offset, uint32_t len, bool to_sge, struct iovec *iov,
+		      struct uroce_mr **mrs, enum ibv_wc_status *st)
+{
+	int n = 0;
 
 	for (int i = 0; i < nsge && len; i++) {
 		uint32_t take;
-		struct uroce_mr *mr;
-		uint8_t *p;
 
 		if (offset >= sg[i].length) {
 			offset -= sg[i].length;
@@ -473,23 +490,12 @@ int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_
 		take = sg[i].length - offset;
 		if (take > len)
 			take = len;
-		mr = uroce_mr_lookup(ctx, sg[i].lkey);
-		/* memory windows have rkeys only: no local access through them */
-		if (!mr || mr->kind != UROCE_KEY_MR || !uroce_pd_same(mr->ibmr.pd, pd) ||
-		    (to_sge && !(mr->access & IBV_ACCESS_LOCAL_WRITE))) {
+		iov[n].iov_base = sge_mem(ctx, pd, &sg[i], offset, take, to_sge, &mrs[n]);
+		iov[n].iov_len = take;
+		if (!iov[n++].iov_base) {
 			*st = IBV_WC_LOC_PROT_ERR;
 			return -1;
 		}
-		p = uroce_mr_ptr(mr, sg[i].addr + offset, take);
-		if (!p) {
-			*st = IBV_WC_LOC_PROT_ERR;
-			return -1;
-		}
-		if (!(to_sge ? uroce_mr_write(mr, p, b, take) : uroce_mr_read(mr, b, p, take))) {
-			*st = IBV_WC_LOC_PROT_ERR; /* an ODP page is not mapped */
-			return -1;
-		}
-		b += take;
 		len -= take;
 		offset = 0;
 	}
@@ -497,5 +503,47 @@ int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_
 		*st = IBV_WC_LOC_LEN_ERR;
 		return -1;
 	}
+	return n;
+}
+
+/* Copy between a message offset in a local scatter list and buf.
+ * to_sge: buf -> memory (needs IBV_ACCESS_LOCAL_WRITE).  Each SGE is checked
+ * with sge_mem.  Caller holds ctx->mr_lock for read. */
+int uroce_sge_copy(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
+		   uint32_t offset, void *buf, uint32_t len, bool to_sge, enum ibv_wc_status *st)
+{
+	struct iovec iov[UROCE_MAX_SGE];
+	struct uroce_mr *mrs[UROCE_MAX_SGE];
+	int n = sge_pieces(ctx, pd, sg, nsge < UROCE_MAX_SGE ? nsge : UROCE_MAX_SGE, offset, len,
+			   to_sge, iov, mrs, st);
+	uint8_t *b = buf;
+
+	if (n < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		if (!(to_sge ? uroce_mr_write(mrs[i], iov[i].iov_base, b, iov[i].iov_len)
+			     : uroce_mr_read(mrs[i], b, iov[i].iov_base, iov[i].iov_len))) {
+			*st = IBV_WC_LOC_PROT_ERR; /* an ODP page is not mapped */
+			return -1;
+		}
+		b += iov[i].iov_len;
+	}
 	return 0;
+}
+
+int uroce_sge_map(struct uroce_ctx *ctx, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
+		  uint32_t offset, uint32_t len, bool to_sge, struct iovec *iov, int maxiov)
+{
+	struct uroce_mr *mrs[UROCE_MAX_SGE];
+	enum ibv_wc_status st;
+	int n;
+
+	if (nsge > maxiov || nsge > UROCE_MAX_SGE)
+		return 0;
+	n = sge_pieces(ctx, pd, sg, nsge, offset, len, to_sge, iov, mrs, &st);
+	/* ODP memory is reached through the kernel (odp.c) */
+	for (int i = 0; i < n; i++)
+		if (mrs[i]->odp)
+			return 0;
+	return n < 0 ? 0 : n;
 }

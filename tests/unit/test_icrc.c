@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "transport/pkt.h"
 
@@ -70,7 +71,8 @@ static uint32_t rnd(void)
 static void test_crc_random(void)
 {
 	static uint8_t data[4200];
-	unsigned bad_hw = 0, bad_sw = 0, bad_chain = 0;
+	static uint8_t copy[4200 + 64];
+	unsigned bad_hw = 0, bad_sw = 0, bad_chain = 0, bad_clmul = 0, bad_copy = 0;
 
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (uint8_t)rnd();
@@ -82,6 +84,13 @@ static void test_crc_random(void)
 
 			bad_hw += uroce_crc32(seed, data + off, len) != ref;
 			bad_sw += uroce_crc32_sw(seed, data + off, len) != ref;
+			bad_clmul += uroce_crc32_clmul(seed, data + off, len) != ref;
+			/* the copy at another alignment than the source */
+			memset(copy, 0xa5, sizeof(copy));
+			bad_copy +=
+			    uroce_crc32_copy(copy + 3 + off * 5, data + off, len, seed) != ref;
+			bad_copy += memcmp(copy + 3 + off * 5, data + off, len) != 0;
+			bad_copy += copy[2 + off * 5] != 0xa5 || copy[3 + off * 5 + len] != 0xa5;
 		}
 	}
 	/* Splitting anywhere gives the same CRC, through both paths. */
@@ -97,6 +106,36 @@ static void test_crc_random(void)
 	CHECK(bad_hw == 0, "uroce_crc32 differs from the bitwise CRC %u times", bad_hw);
 	CHECK(bad_sw == 0, "uroce_crc32_sw differs from the bitwise CRC %u times", bad_sw);
 	CHECK(bad_chain == 0, "chained CRCs differ %u times", bad_chain);
+	CHECK(bad_clmul == 0, "uroce_crc32_clmul (level %d) differs from the bitwise CRC %u times",
+	      uroce_crc32_clmul_level(), bad_clmul);
+	CHECK(bad_copy == 0, "uroce_crc32_copy: wrong CRC or copy %u times", bad_copy);
+}
+
+/* The ICRC of a packet in pieces (a send from registered memory) is the
+ * ICRC of the packet built whole. */
+static void test_icrc_gather(void)
+{
+	static uint8_t pkt[UR_BTH_BYTES + 16 + 4100 + 4];
+	struct uroce_ipinfo ip = {.family = AF_INET, .sport = 49152, .dport = 4791};
+	unsigned bad = 0;
+
+	ip.src.v4.s_addr = htonl(0x0a000001);
+	ip.dst.v4.s_addr = htonl(0x0a000002);
+	for (size_t i = 0; i < sizeof(pkt); i++)
+		pkt[i] = (uint8_t)rnd();
+	for (uint32_t paylen = 1; paylen <= 4096; paylen = paylen * 3 + 1) {
+		for (uint32_t hlen = UR_BTH_BYTES; hlen <= UR_BTH_BYTES + 16; hlen += 16) {
+			uint32_t pad = (0u - paylen) & 3u, cut = paylen / 3;
+			struct iovec iov[2] = {{pkt + hlen, cut}, {pkt + hlen + cut, paylen - cut}};
+
+			memset(pkt + hlen + paylen, 0, pad);
+			bad += uroce_icrc_gather(&ip, pkt, hlen, iov, 2, pad) !=
+			       uroce_icrc_compute(&ip, pkt, hlen + paylen + pad);
+			bad += uroce_icrc_gather(&ip, pkt, hlen, iov, 1, 0) !=
+			       uroce_icrc_compute(&ip, pkt, hlen + cut);
+		}
+	}
+	CHECK(bad == 0, "uroce_icrc_gather differs from uroce_icrc_compute %u times", bad);
 }
 
 /* ---- Vectors ---- */
@@ -291,6 +330,7 @@ int main(int argc, char **argv)
 	test_crc_known("uroce_crc32", uroce_crc32);
 	test_crc_known("uroce_crc32_sw", uroce_crc32_sw);
 	test_crc_random();
+	test_icrc_gather();
 	n = test_vectors(path, &v4, &v6);
 	printf("test_icrc: %u vectors from %s (%s)\n", n, path,
 #ifdef UROCE_HAVE_ISAL
