@@ -65,6 +65,7 @@
 #include "uroce.h"
 #include "net/pcap.h"
 #include "net/shm.h"
+#include "transport/pkt.h"
 
 enum {
 	SHM_MAGIC = 0x5552534d, /* "URSM" */
@@ -77,6 +78,7 @@ enum {
 	SHM_MAX_PKT = 8192, /* a packet is at most MTU 4096 plus headers */
 	SHM_PAD = 0xffffffffu,
 	SHM_REC_FIRST = 1, /* the link's first record: UDP packets came before */
+	SHM_REC_NOCRC = 2, /* the sender did not compute the ICRC */
 	SHM_HASH = 64,
 	SHM_MAX_PENDING = 64,
 	SHM_RX_BURST = 16, /* records per batch: one ACK flush, as one recvmmsg */
@@ -102,7 +104,7 @@ _Static_assert(sizeof(struct shm_ring) == 4 * SHM_ALIGN, "ring header layout");
 struct shm_rec {
 	uint32_t len;	   /* packet bytes, or SHM_PAD */
 	uint32_t src, dst; /* IPv4, network order */
-	uint32_t flags;	   /* SHM_REC_FIRST; bits 8-15: the IPv4 TOS (grh.traffic_class) */
+	uint32_t flags;	   /* SHM_REC_*; bits 8-15: the IPv4 TOS (grh.traffic_class) */
 };
 
 struct shm_hello {
@@ -418,11 +420,13 @@ static struct shm_txl *txl_find(struct uroce_shm *s, uint16_t port, bool create)
 static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
 {
 	struct uroce_ctx *ctx = s->ep->ctx;
-	size_t len = sizeof(struct shm_ring) + SHM_RING_BYTES;
+	const char *rb = getenv("UROCE_SHM_RING");
+	uint32_t bytes = rb ? (uint32_t)strtoul(rb, NULL, 0) : SHM_RING_BYTES;
+	size_t len = sizeof(struct shm_ring) + bytes;
 	struct shm_hello h = {.magic = SHM_MAGIC,
 			      .version = SHM_VERSION,
 			      .port = s->ep->port,
-			      .ring_bytes = SHM_RING_BYTES};
+			      .ring_bytes = bytes};
 	struct sockaddr_un a;
 	socklen_t al = shm_addr(&a, l->port);
 	int mfd = -1;
@@ -447,11 +451,11 @@ static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
 		goto fail;
 	}
 	l->maplen = len;
-	l->size = SHM_RING_BYTES;
+	l->size = bytes;
 	l->tail = 0;
 	l->r->magic = SHM_MAGIC;
 	l->r->version = SHM_VERSION;
-	l->r->size = SHM_RING_BYTES;
+	l->r->size = bytes;
 	if (send_fd(l->fd, &h, mfd))
 		goto fail;
 	close(mfd);
@@ -492,7 +496,8 @@ static void txl_reply(struct shm_txl *l)
 
 /* Append one record: 0, -ENOSPC (full) or -EIO (the receiver has
  * written nonsense into head). */
-static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void *buf, size_t len)
+static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void *buf, size_t len,
+		    bool crc)
 {
 	struct shm_ring *r = l->r;
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
@@ -501,7 +506,8 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 	struct shm_rec h = {.len = (uint32_t)len,
 			    .src = ip->src.v4.s_addr,
 			    .dst = ip->dst.v4.s_addr,
-			    .flags = (l->used ? 0 : SHM_REC_FIRST) | (uint32_t)ip->tos << 8};
+			    .flags = (l->used ? 0 : SHM_REC_FIRST) | (crc ? 0 : SHM_REC_NOCRC) |
+				     (uint32_t)ip->tos << 8};
 
 	if (tail - head > size || head % SHM_ALIGN)
 		return -EIO;
@@ -517,7 +523,7 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 		off = 0;
 	}
 	memcpy(r->data + off, &h, sizeof(h));
-	memcpy(r->data + off + sizeof(h), buf, len);
+	memcpy(r->data + off + sizeof(h), buf, crc ? len : len - UR_ICRC_BYTES);
 	l->tail = tail + need;
 	l->used = true;
 	atomic_store_explicit(&r->tail, l->tail, memory_order_release);
@@ -546,7 +552,8 @@ static bool dst_local(const struct uroce_ctx *ctx, struct in_addr a)
 	return false;
 }
 
-bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len)
+bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t *buf, size_t len,
+		    bool crc)
 {
 	struct uroce_shm *s = ep->shm;
 	struct uroce_ctx *ctx = ep->ctx;
@@ -571,7 +578,7 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const vo
 		pthread_mutex_unlock(&ep->tx_lock);
 		return false;
 	}
-	err = ring_put(l, ip, buf, len);
+	err = ring_put(l, ip, buf, len, crc);
 	if (err == -EIO) {
 		ur_warn("shm: the ring to port %u is corrupt: dropping the link", l->port);
 		uroce_count(ctx, shm_bad, 1);
@@ -587,6 +594,8 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const vo
 	uroce_count(ctx, shm_tx, 1);
 	uroce_count(ctx, tx_pkts, 1);
 	uroce_count(ctx, tx_bytes, len);
+	if (ctx->pcap && !crc)
+		uroce_icrc_stamp(ip, buf, len); /* a capture shows the packet UDP would carry */
 	uroce_pcap(ctx, UROCE_PCAP_TX, ip, buf, len);
 	return true;
 }
@@ -648,6 +657,8 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		uroce_count(ep->ctx, rx_bytes, h.len);
 		if (h.flags & SHM_REC_FIRST)
 			udp_first(ep);
+		if ((h.flags & SHM_REC_NOCRC) && ep->ctx->pcap)
+			uroce_icrc_stamp(&ip, s->buf, h.len); /* as a capture shows it */
 		deliver(ep, s->buf, h.len, &ip);
 		n++;
 	}

@@ -28,9 +28,11 @@ void uroce_shm_epoll_add(struct uroce_ep *ep);
 
 /* Send one packet through shared memory when ip's destination is a local
  * uroce endpoint reachable that way.  Returns false when the caller must
- * send it over UDP (not local, link not up yet, hostile ring). */
-bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf,
-		    size_t len);
+ * send it over UDP (not local, link not up yet, hostile ring).  crc: the
+ * packet's ICRC is written; without it the ring carries the packet with
+ * its ICRC left out (buf is written only to stamp it for a capture). */
+bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t *buf, size_t len,
+		    bool crc);
 
 /* Receive path (rx_lock held): up to want packets from ep's rings, each
  * handed to deliver.  A link's first record comes after what its sender
