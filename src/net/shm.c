@@ -17,16 +17,18 @@
  * that talk both ways hold two links, so there is no tie to break when both
  * connect at once.
  *
- * The ring carries the exact packets UDP would (BTH through ICRC), each
+ * The ring carries the packets UDP would (BTH through ICRC), each
  * behind a 16-byte record header (length, IPv4 source and destination),
  * records 64-byte aligned; a record never wraps (a pad record skips to the
- * start).  The ICRC is still computed by the sender but not checked: memory
- * is not a wire.  Everything else the receiver reads is validated: head and
- * tail against the ring size, each record's length and extent, and the
- * packet is copied out of the shared mapping before it is parsed, so a peer
- * that scribbles over the ring can at worst lose its own link (shutdown,
- * counted in shm_bad_ring) and never make us read outside the mapping or
- * parse a packet that changes under us.
+ * start).  The ICRC is neither computed nor checked: memory the kernel
+ * maps into both processes is not a wire that flips bits, and the ICRC was
+ * a quarter of a bulk sender's CPU.  The record says so (SHM_REC_NOCRC);
+ * a capture (UROCE_PCAP) stamps it on either side, so the file shows the
+ * packet UDP would carry, and fault injection keeps every packet on UDP.  Everything else the
+ * receiver reads is validated: head and tail against the ring size, each record's length and
+ * extent, and the packet is copied out of the shared mapping before it is parsed, so a peer that
+ * scribbles over the ring can at worst lose its own link (shutdown, counted in shm_bad_ring) and
+ * never make us read outside the mapping or parse a packet that changes under us.
  *
  * Progress.  The thread in ibv_poll_cq drains the rings with no system call
  * (uroce_shm_rx from the endpoint's poll).  The progress thread raises a
@@ -40,7 +42,10 @@
  * the link; the sending side goes back to UDP (and retries the connection
  * after a second), so QPs aimed at a dead peer fail as they do on UDP, by
  * their retry count.  Packets that do not fit a full ring are dropped, as a
- * full socket buffer drops them (shm_ring_full).
+ * full socket buffer drops them (shm_ring_full).  A handshake not done
+ * within two seconds is given up on both sides (SHM_HANDSHAKE_NS): a peer
+ * that accepts and never answers leaves the QP on UDP, and connections
+ * that never say hello cannot keep every pending slot.
  *
  * Locking: the send side of a link (its table, the ring's tail) is under
  * ep->tx_lock, taken by whoever sends; the list of receiving links is
@@ -85,6 +90,9 @@ enum {
 };
 #define SHM_UDP_EVERY_NS 20000ull
 #define SHM_RETRY_NS	 1000000000ull
+/* a handshake not finished by then is given up (UDP meanwhile): a peer
+ * that accepts and never answers, or connects and never says hello */
+#define SHM_HANDSHAKE_NS 2000000000ull
 
 /* The shared region: this header, then size bytes of records. */
 struct shm_ring {
@@ -134,7 +142,7 @@ struct shm_txl { /* we send; ep->tx_lock */
 	int fd, bell;
 	struct shm_ring *r;
 	size_t maplen;
-	uint64_t tail, size, retry_ns;
+	uint64_t tail, size, retry_ns; /* retry_ns: also the handshake's deadline */
 };
 
 struct shm_rxl { /* we receive */
@@ -146,6 +154,7 @@ struct shm_rxl { /* we receive */
 	struct shm_ring *r;
 	size_t maplen;
 	uint64_t head, size;
+	uint64_t deadline_ns; /* pending: the hello's */
 };
 
 struct uroce_shm {
@@ -423,15 +432,13 @@ static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
 	const char *rb = getenv("UROCE_SHM_RING");
 	uint32_t bytes = rb ? (uint32_t)strtoul(rb, NULL, 0) : SHM_RING_BYTES;
 	size_t len = sizeof(struct shm_ring) + bytes;
-	struct shm_hello h = {.magic = SHM_MAGIC,
-			      .version = SHM_VERSION,
-			      .port = s->ep->port,
-			      .ring_bytes = bytes};
+	struct shm_hello h = {
+	    .magic = SHM_MAGIC, .version = SHM_VERSION, .port = s->ep->port, .ring_bytes = bytes};
 	struct sockaddr_un a;
 	socklen_t al = shm_addr(&a, l->port);
 	int mfd = -1;
 
-	l->retry_ns = uroce_now_ns() + SHM_RETRY_NS;
+	l->retry_ns = uroce_now_ns() + SHM_HANDSHAKE_NS;
 	if (ctx->epfd < 0)
 		return;
 	l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -466,7 +473,7 @@ fail:
 	ur_trace("shm: no link to port %u: %s", l->port, strerror(errno));
 	if (mfd >= 0)
 		close(mfd);
-	txl_down(l, l->retry_ns);
+	txl_down(l, uroce_now_ns() + SHM_RETRY_NS);
 }
 
 /* The receiver's answer: its doorbell. */
@@ -565,6 +572,10 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t 
 		return false;
 	pthread_mutex_lock(&ep->tx_lock);
 	l = txl_find(s, ip->dport, true);
+	if (l && l->state == TXL_CONNECTING && uroce_now_ns() >= l->retry_ns) {
+		ur_dbg("shm: port %u does not answer: UDP", l->port);
+		txl_down(l, uroce_now_ns() + SHM_RETRY_NS);
+	}
 	if (l && l->state == TXL_NONE && uroce_now_ns() >= l->retry_ns)
 		txl_connect(s, l);
 	if (l && l->state == TXL_UP && !l->flushed) {
@@ -707,8 +718,35 @@ void uroce_shm_udp_seen(struct uroce_ep *ep, bool got)
 
 /* ---- the progress thread ---- */
 
+static void unlink_rxl(struct shm_rxl **list, struct shm_rxl *l)
+{
+	for (; *list; list = &(*list)->next)
+		if (*list == l) {
+			*list = l->next;
+			return;
+		}
+}
+
+/* Pending links whose hello is overdue go (each new connection looks), so
+ * silent connections cannot hold every slot. */
+static void rxl_expire(struct uroce_shm *s)
+{
+	uint64_t now = uroce_now_ns();
+
+	for (struct shm_rxl *l = s->pending, *next; l; l = next) {
+		next = l->next;
+		if (now < l->deadline_ns)
+			continue;
+		ur_dbg("shm: no hello on port %u within the handshake timeout", s->ep->port);
+		unlink_rxl(&s->pending, l);
+		s->npending--;
+		rxl_free(l);
+	}
+}
+
 static void rxl_accept(struct uroce_shm *s)
 {
+	rxl_expire(s);
 	for (;;) {
 		int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct shm_rxl *l;
@@ -723,20 +761,12 @@ static void rxl_accept(struct uroce_shm *s)
 		}
 		l->o = (struct shm_obj){.kind = SHM_RX, .s = s};
 		l->fd = fd;
+		l->deadline_ns = uroce_now_ns() + SHM_HANDSHAKE_NS;
 		l->next = s->pending;
 		s->pending = l;
 		s->npending++;
 		watch(s->ep->ctx, fd, &l->o);
 	}
-}
-
-static void unlink_rxl(struct shm_rxl **list, struct shm_rxl *l)
-{
-	for (; *list; list = &(*list)->next)
-		if (*list == l) {
-			*list = l->next;
-			return;
-		}
 }
 
 /* A hello on a pending link: map the ring, answer with the doorbell. */
