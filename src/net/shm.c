@@ -429,8 +429,7 @@ static struct shm_txl *txl_find(struct uroce_shm *s, uint16_t port, bool create)
 static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
 {
 	struct uroce_ctx *ctx = s->ep->ctx;
-	const char *rb = getenv("UROCE_SHM_RING");
-	uint32_t bytes = rb ? (uint32_t)strtoul(rb, NULL, 0) : SHM_RING_BYTES;
+	uint32_t bytes = SHM_RING_BYTES;
 	size_t len = sizeof(struct shm_ring) + bytes;
 	struct shm_hello h = {
 	    .magic = SHM_MAGIC, .version = SHM_VERSION, .port = s->ep->port, .ring_bytes = bytes};
