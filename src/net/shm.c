@@ -186,7 +186,7 @@ static bool shm_wanted(void)
 	return !(f && *f);
 }
 
-static socklen_t shm_addr(struct sockaddr_un *a, uint16_t port)
+socklen_t uroce_shm_addr(struct sockaddr_un *a, uint16_t port)
 {
 	int n;
 
@@ -233,7 +233,7 @@ void uroce_shm_ep_init(struct uroce_ep *ep, bool reuse)
 {
 	struct uroce_shm *s;
 	struct sockaddr_un a;
-	socklen_t al = shm_addr(&a, ep->port);
+	socklen_t al = uroce_shm_addr(&a, ep->port);
 
 	if (reuse || uroce_std_mode() || !shm_wanted())
 		return;
@@ -434,7 +434,7 @@ static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
 	struct shm_hello h = {
 	    .magic = SHM_MAGIC, .version = SHM_VERSION, .port = s->ep->port, .ring_bytes = bytes};
 	struct sockaddr_un a;
-	socklen_t al = shm_addr(&a, l->port);
+	socklen_t al = uroce_shm_addr(&a, l->port);
 	int mfd = -1;
 
 	l->retry_ns = uroce_now_ns() + SHM_HANDSHAKE_NS;

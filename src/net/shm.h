@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 struct uroce_ctx;
 struct uroce_ep;
@@ -60,6 +61,10 @@ void uroce_shm_event(struct uroce_ctx *ctx, void *p, uint32_t events);
  * raise or clear the "consumer sleeps" flag of every ring it drains.
  * Returns true when a ring already holds packets (do not sleep). */
 bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on);
+
+/* The abstract Unix address of the endpoint on UDP port port; its length. */
+struct sockaddr_un;
+socklen_t uroce_shm_addr(struct sockaddr_un *a, uint16_t port);
 
 /* Tests (tests/unit/test_shm.c): a new mapping (munmap it) of the ring of
  * ep's link from peer_port, or NULL, and its size in bytes. */

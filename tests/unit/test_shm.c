@@ -727,17 +727,6 @@ static void test_1024(void)
 	node_close(&b);
 }
 
-/* The abstract name of the endpoint on port, as shm.c spells it. */
-static socklen_t shm_name(struct sockaddr_un *a, uint16_t port)
-{
-	int n;
-
-	memset(a, 0, sizeof(*a));
-	a->sun_family = AF_UNIX;
-	n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "uroce-shm-%u", port);
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-}
-
 /* Silent handshakes: B runs with UROCE_SHM=0 and the test holds B's name
  * with a listener that accepts and never answers; A's WRITEs go over UDP
  * meanwhile, A gives the handshake up and tries again.  Then the other way:
@@ -762,7 +751,7 @@ static void test_silent(void)
 	    (struct qpinfo){.qpn = p.qb->qp_num, .rkey = p.b.mr->rkey, .addr = (uintptr_t)p.b.buf};
 	bport = to_uctx(p.b.ctx)->ep[0]->port;
 	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	CHECK(lfd >= 0 && !bind(lfd, (struct sockaddr *)&sa, shm_name(&sa, bport)) &&
+	CHECK(lfd >= 0 && !bind(lfd, (struct sockaddr *)&sa, uroce_shm_addr(&sa, bport)) &&
 		  !listen(lfd, 8),
 	      "a listener on B's name that never answers");
 	/* until A has connected twice: the first handshake was given up */
@@ -795,7 +784,7 @@ static void test_silent(void)
 	for (int i = 0; i < 80; i++) {
 		int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
-		if (c >= 0 && !connect(c, (struct sockaddr *)&sa, shm_name(&sa, bport)))
+		if (c >= 0 && !connect(c, (struct sockaddr *)&sa, uroce_shm_addr(&sa, bport)))
 			fds[nfd++] = c;
 		else if (c >= 0)
 			close(c);
