@@ -167,10 +167,11 @@ for ((r = 1; r <= REPS; r++)); do
 	add floor/shm "$("$TOOLS/shm_pingpong" -n 100000 | sed -n 's/.*oneway_us=\([0-9.]*\).*/\1/p')"
 	UPORT=$((PORT + 500 + r))
 	timeout -k 3 60 "$TOOLS/udp_pingpong" server -b 127.0.0.1 -p "$UPORT" -i 30 >/dev/null 2>&1 &
+	upid=$!
 	sleep 0.3
 	add floor/udp "$(timeout -k 3 60 "$TOOLS/udp_pingpong" client -H 127.0.0.1 -p "$UPORT" -s 2 -n 20000 \
 		-T 2 2>/dev/null | sed -n 's/.*median_us=\([0-9.]*\).*/\1/p' | head -1)"
-	wait
+	wait "$upid" # (only our own: the qperf server and the hogs run on)
 	add memcpy/64K "$("$TOOLS/memcpy_bw" 65536 | sed -n 's/.*hot_MBps=\([0-9.]*\).*/\1/p')"
 	if command -v ucx_perftest >/dev/null; then
 		for t in tag_lat:8:lat:20000 tag_bw:1048576:bw:2000; do
@@ -178,10 +179,11 @@ for ((r = 1; r <= REPS; r++)); do
 			UPORT=$((UPORT + 50))
 			env UCX_TLS=posix,self UCX_WARN_UNUSED_ENV_VARS=n timeout -k 3 60 ucx_perftest -p "$UPORT" \
 				>/dev/null 2>&1 &
+			upid=$!
 			sleep 0.5
 			out=$(env UCX_TLS=posix,self UCX_WARN_UNUSED_ENV_VARS=n timeout -k 3 60 ucx_perftest \
 				127.0.0.1 -p "$UPORT" -t "$test" -s "$size" -n "$iters" 2>&1 | grep -E '^ *Final:')
-			wait
+			wait "$upid"
 			# Final: iters typical_lat avg_lat overall_lat avg_bw(MiB/s) overall_bw ...
 			if [[ $kind == lat ]]; then
 				add ucx/tag_lat "$(awk '{ print $3 }' <<<"$out")"
