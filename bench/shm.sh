@@ -53,6 +53,7 @@ cleanup() {
 	rm -rf "$TOOLS"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT # (so that cleanup runs)
 rm -rf "$RAW"
 mkdir -p "$RAW"
 : >"$TSV"
