@@ -84,7 +84,7 @@ add() {
 	esac
 	printf 'samehost\t%s\t%s%s\t0\t%s\t%s\t%s\tok\t\n' "${1%/*}" "${1#*/}" "$VARIANT" "$REP" "$metric" "$2" >>"$TSV"
 }
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "fail" }'; }
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }'; }
 
 PORT=$((21000 + RANDOM % 9000))
 # pt PATH(shm|udp) LABEL TOOL ARGS...: one perftest pair; the client's first result row.
