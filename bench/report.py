@@ -403,6 +403,7 @@ def main():
     sweep_table("Latency tail vs size (us, p99)", "p99_us",
                 [s for s in LAT_SERIES if s[0] in ("uroce", "udp_pingpong")], lat_sizes)
 
+    samehost(md)
     md.append("Raw outputs of every run: `raw/`; every number: `points.tsv`; plot: `bench.png`.\n")
     (OUT / "results.md").write_text("\n".join(md))
     js["all_points"] = [{k: r[k] for k in ("tool", "test", "variant", "size", "rep", "metric", "value", "status", "note")}
@@ -450,6 +451,73 @@ def plot(bw_series, lat_series, bw_sizes, lat_sizes):
                  f"load {META.get('loadavg_start', '?')}", fontsize=10)
     fig.tight_layout()
     fig.savefig(OUT / "bench.png", dpi=110)
+
+
+SAMEHOST_ROWS = [("send_lat", "ib_send_lat 2 B (us)", "lat_us"), ("write_lat", "ib_write_lat 2 B (us)", "lat_us"),
+                 ("read_lat", "ib_read_lat 2 B, round trip (us)", "lat_us"),
+                 ("atomic_lat", "ib_atomic_lat, round trip (us)", "lat_us"),
+                 ("write_bw", "ib_write_bw 64 KiB (MB/s)", "bw_MBps"), ("send_bw", "ib_send_bw 64 KiB (MB/s)", "bw_MBps"),
+                 ("read_bw", "ib_read_bw 64 KiB (MB/s)", "bw_MBps"), ("write_bw_q8", "ib_write_bw 64 KiB -q 8 (MB/s)", "bw_MBps"),
+                 ("write_bw_1M", "ib_write_bw 1 MiB (MB/s)", "bw_MBps"), ("cpu", "CPU s/GB, 64 KiB", "cpu_s_per_GB")]
+
+
+def samehost(md):
+    """bench/shm.sh's rows (section samehost): shm vs UDP vs TCP, quiet and under a CPU hog."""
+    rows = [r for r in ROWS if r["tool"] == "samehost" and r["status"] == "ok" and r["value"] is not None]
+    if not rows:
+        return
+    vals = defaultdict(list)
+    for r in rows:
+        vals[(r["test"], r["variant"])].append(r["value"])
+    med = {k: statistics.median(v) for k, v in vals.items()}
+    md.append("## Same-host wire: shared memory vs UDP (UROCE_SHM=0) vs kernel TCP\n")
+    md.append("bench/shm.sh, medians; TCP: qperf tcp_lat 2 B (send_lat row), tcp_bw 64 KiB (write_bw row). "
+              "Hog: a spinning process pinned to every core for the whole measurement. "
+              "Detail: samehost_quiet.md, samehost_hog.md.\n")
+    cols = [(p + h, f"{n}{' (hog)' if h else ''}") for h in ("", "_hog") for p, n in
+            (("shm", "shm"), ("udp", "UDP"), ("tcp", "TCP"))]
+    md.append("| point | " + " | ".join(n for _, n in cols) + " |")
+    md.append("|---|" + "---:|" * len(cols))
+    for test, name, metric in SAMEHOST_ROWS:
+        cells = [fmt(med[(test, c)], metric) if (test, c) in med else "" for c, _ in cols]
+        if any(cells):
+            md.append(f"| {name} | " + " | ".join(cells) + " |")
+    floors = [("floor", "shm", "cache-line ping-pong one-way (us)"), ("floor", "udp", "busy-poll UDP one-way (us)"),
+              ("ucx", "tag_lat", "UCX posix tag_lat 8 B (us)"), ("ucx", "tag_bw", "UCX posix tag_bw 1 MiB (MB/s)"),
+              ("memcpy", "64K", "memcpy 64 KiB hot (MB/s)")]
+    md.append("")
+    md.append("| floor | quiet | hog |")
+    md.append("|---|---:|---:|")
+    for t, v, name in floors:
+        q, h = med.get((t, v)), med.get((t, v + "_hog"))
+        md.append(f"| {name} | {'' if q is None else f'{q:g}'} | {'' if h is None else f'{h:g}'} |")
+    md.append("")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception:
+        return
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5))
+    for ax, metric, title in zip(axes, ("lat_us", "bw_MBps", "cpu_s_per_GB"),
+                                 ("latency (us; READ/atomic: round trip)", "bandwidth (MB/s)", "CPU s per GB")):
+        tests = [(t, n) for t, n, m in SAMEHOST_ROWS if m == metric and any((t, c) in med for c, _ in cols)]
+        width = 0.8 / len(cols)
+        for i, (c, n) in enumerate(cols):
+            ys = [med.get((t, c), 0) for t, _ in tests]
+            ax.bar([x + i * width for x in range(len(tests))], ys, width, label=n,
+                   hatch="//" if c.endswith("_hog") else None)
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(tests))])
+        ax.set_xticklabels([n.split(" (")[0] for _, n in tests], rotation=30, ha="right", fontsize=8)
+        ax.set_title(title)
+        if metric == "lat_us":
+            ax.set_yscale("log")
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Same-host wire: shared memory vs UDP vs kernel TCP, quiet and under a CPU hog", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(OUT / "samehost.png", dpi=110)
+    md.append("Plot: `samehost.png`.\n")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ usage: bench/run.sh [--quick] [--out DIR] [--reps N] [options]
   --no-veth        skip the network-namespace/veth part (needs root)
   --no-ucx         skip ucx_perftest
   --only LIST      run only these sections (comma-separated, in the usual order):
-                   floors,qperf,ucx,mw,sweep,key,idle,cpu,veth
+                   floors,qperf,ucx,mw,sweep,key,idle,cpu,samehost,veth
                    (the machine's syscall cost and memcpy bandwidth are
                    always measured, at the start and at the end)
   -h, --help       this text
@@ -53,7 +53,7 @@ INSTALL=1
 VETH=1
 UCX=1
 ONLY=""
-ALL_SECTIONS="floors qperf ucx mw sweep key idle cpu veth"
+ALL_SECTIONS="floors qperf ucx mw sweep key idle cpu samehost veth"
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -885,6 +885,20 @@ sec_cpu() {
 	qperf_stop
 }
 
+# The same-host wire (issue 14): bench/shm.sh, shared memory and UROCE_SHM=0
+# side by side with kernel TCP, the floors and CPU s/GB, then again under a
+# CPU hog on every core; its rows join points.tsv (tool "samehost").
+sec_samehost() {
+	local v
+	for v in quiet hog; do
+		log "same-host wire: shm vs UDP vs TCP$([[ $v == hog ]] && echo ', CPU hog on every core')"
+		bash "$BENCH_DIR/shm.sh" --uroce "$UROCE" --reps "$REPS" --out "$OUT/samehost_$v.md" \
+			$( ((QUICK)) && echo --quick) $([[ $v == hog ]] && echo --hog) >"$RAW/samehost_$v.log" 2>&1 ||
+			log "  bench/shm.sh failed (raw/samehost_$v.log)"
+		[[ -s $OUT/samehost_$v.md.tsv ]] && cat "$OUT/samehost_$v.md.tsv" >>"$PTS"
+	done
+}
+
 sec_veth() {
 	local r v
 	log "veth pair between two network namespaces"
@@ -917,7 +931,7 @@ sec_veth() {
 sec_machine 1
 for sec in $SECTIONS; do
 	case $sec in
-	floors | qperf | ucx | mw | sweep | key | idle | cpu) "sec_$sec" ;;
+	floors | qperf | ucx | mw | sweep | key | idle | cpu | samehost) "sec_$sec" ;;
 	veth) ((VETH)) && sec_veth ;;
 	esac
 done

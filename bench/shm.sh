@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/shm.sh - the same-host wire (src/net/shm.c) against UDP, side by side.
 #
-#   bench/shm.sh [--reps N] [--uroce PATH] [--out FILE]
+#   bench/shm.sh [--reps N] [--uroce PATH] [--out FILE] [--hog] [--quick]
 #
 # Unmodified perftest through `uroce run` on loopback, every point measured
 # REPS times with the shared-memory wire (the default) and with UROCE_SHM=0
@@ -10,8 +10,14 @@
 # processes (bench/shm_pingpong.c), the busy-poll UDP ping-pong
 # (bench/udp_pingpong.c), memcpy (bench/memcpy_bw.c) and, if installed,
 # UCX's posix shared-memory transport (ucx_perftest tag_lat / tag_bw).
-# Writes a markdown table (medians) to FILE (default bench/results/shm.md)
-# and every raw output next to it in FILE.raw/.
+# Kernel TCP on loopback (qperf tcp_bw / tcp_lat) is the third column, and
+# CPU seconds per GB (both processes, user + system) are measured for the
+# three at 64 KiB.  --hog runs everything with a CPU hog pinned to every
+# core (a spinning process each, started here and ended at exit); --quick
+# measures the key points only (no 1 MiB, 2 B, read/atomic rows).
+# Writes a markdown table (medians) to FILE (default bench/results/shm.md),
+# every value to FILE.tsv (bench/run.sh's points.tsv columns, tool
+# "samehost") and every raw output to FILE.raw/.
 set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,12 +25,17 @@ REPO=$(cd "$BENCH_DIR/.." && pwd)
 REPS=3
 UROCE=$REPO/build/bin/uroce
 OUT=$BENCH_DIR/results/shm.md
+HOG=0
+QUICK=0
+CPU_ITERS=4096 # 256 MiB at 64 KiB
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--reps) REPS=$2; shift ;;
 	--uroce) UROCE=$2; shift ;;
 	--out) OUT=$2; shift ;;
-	-h | --help) sed -n 2,14p "$0"; exit 0 ;;
+	--hog) HOG=1 ;;
+	--quick) QUICK=1 ;;
+	-h | --help) sed -n 2,22p "$0"; exit 0 ;;
 	*) echo "shm.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -32,29 +43,64 @@ done
 [[ -x $UROCE ]] || { echo "shm.sh: $UROCE is missing: build first (cmake --build build)" >&2; exit 1; }
 command -v ib_send_lat >/dev/null || { echo "shm.sh: perftest is not installed" >&2; exit 1; }
 RAW=$OUT.raw
+TSV=$OUT.tsv
 TOOLS=$(mktemp -d)
-trap 'rm -rf "$TOOLS"' EXIT
+HOGS=()
+QPERF_PID=""
+cleanup() {
+	local p
+	for p in "${HOGS[@]}" $QPERF_PID; do kill "$p" 2>/dev/null; done
+	rm -rf "$TOOLS"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT # (so that cleanup runs)
 rm -rf "$RAW"
 mkdir -p "$RAW"
+: >"$TSV"
 for t in shm_pingpong udp_pingpong memcpy_bw; do
 	cc -O2 -Wall -o "$TOOLS/$t" "$BENCH_DIR/$t.c" || exit 1
 done
+VARIANT=""
+if ((HOG)); then
+	VARIANT=_hog
+	printf 'int main(void) { for (volatile unsigned long i = 0;; i++) ; }\n' >"$TOOLS/spin.c"
+	cc -O1 -o "$TOOLS/spin" "$TOOLS/spin.c" || exit 1
+	for ((c = 0; c < $(nproc); c++)); do
+		taskset -c "$c" "$TOOLS/spin" &
+		HOGS+=($!)
+	done
+fi
 declare -A V=() # "name/path" -> space-separated values
-add() { V[$1]+="$2 "; }
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "fail" }'; }
+REP=0
+# add NAME/PATH VALUE: one value (also a points.tsv row; the metric from the name)
+add() {
+	local metric=bw_MBps
+	[[ -n $2 ]] || return
+	V[$1]+="$2 "
+	case $1 in
+	*lat* | floor/*) metric=lat_us ;;
+	cpu/*) metric=cpu_s_per_GB ;;
+	write_bw_2B/*) metric=Mmsg_s ;;
+	esac
+	printf 'samehost\t%s\t%s%s\t0\t%s\t%s\t%s\tok\t\n' "${1%/*}" "${1#*/}" "$VARIANT" "$REP" "$metric" "$2" >>"$TSV"
+}
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }'; }
 
 PORT=$((21000 + RANDOM % 9000))
-# pt PATH(shm|udp) LABEL TOOL ARGS...: one perftest pair; the client's first result row
+# pt PATH(shm|udp) LABEL TOOL ARGS...: one perftest pair; the client's first result row.
+# Each side's CPU time (user system) goes to RAW/LABEL.PATH.{srv,cli}.time.
 pt() {
 	local path=$1 label=$2 tool=$3 shm=1
 	shift 3
 	[[ $path == udp ]] && shm=0
 	PORT=$((PORT + 1))
-	env -u LD_LIBRARY_PATH UROCE_SHM=$shm timeout -k 3 60 "$UROCE" run -- "$tool" -d uroce_lo -x 0 \
+	env -u LD_LIBRARY_PATH UROCE_SHM=$shm /usr/bin/time -f '%U %S' -o "$RAW/$label.$path.srv.time" \
+		timeout -k 3 60 "$UROCE" run -- "$tool" -d uroce_lo -x 0 \
 		-p "$PORT" -F "$@" </dev/null >"$RAW/$label.$path.srv" 2>&1 &
 	local spid=$!
 	sleep 0.5
-	env -u LD_LIBRARY_PATH UROCE_SHM=$shm timeout -k 3 60 "$UROCE" run -- "$tool" -d uroce_lo -x 0 \
+	env -u LD_LIBRARY_PATH UROCE_SHM=$shm /usr/bin/time -f '%U %S' -o "$RAW/$label.$path.cli.time" \
+		timeout -k 3 60 "$UROCE" run -- "$tool" -d uroce_lo -x 0 \
 		-p "$PORT" -F "$@" 127.0.0.1 </dev/null >"$RAW/$label.$path.cli" 2>&1
 	wait "$spid" 2>/dev/null
 	awk 'f && $1 ~ /^[0-9]+$/ && NF >= 5 { print; exit } /#bytes/ { f = 1 }' "$RAW/$label.$path.cli"
@@ -77,17 +123,56 @@ bw() {
 	done
 }
 
+# cpu: CPU seconds per GB of both processes, ib_write_bw 64 KiB x CPU_ITERS, each path
+cpu() {
+	local p row
+	for p in shm udp; do
+		row=$(pt "$p" cpu ib_write_bw -s 65536 -n "$CPU_ITERS")
+		[[ -n $row ]] && add "cpu/$p" "$(cat "$RAW/cpu.$p.srv.time" "$RAW/cpu.$p.cli.time" |
+			awk -v b=$((CPU_ITERS * 65536)) 'NF == 2 && $1 ~ /^[0-9.]+$/ { t += $1 + $2 }
+				END { if (t > 0) printf "%.3f", t / (b / 1e9) }')"
+	done
+}
+# Kernel TCP: qperf against a server started once; its CPU (and its
+# per-test children's, once reaped) from /proc/PID/stat
+qperf_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15 + $16 + $17) / hz }' "/proc/$1/stat" 2>/dev/null; }
+tcp() {
+	local out before after c bw
+	[[ -n $QPERF_PID ]] || return
+	out=$(timeout -k 3 30 qperf 127.0.0.1 -lp "$QPORT" -t 1 -m 65536 tcp_bw 2>&1)
+	bw=$(awk '$1 == "bw" { f = ($4 ~ /^GB/) ? 1e3 : ($4 ~ /^MB/) ? 1 : ($4 ~ /^KB/) ? 1e-3 : 0; if (f) printf "%.0f", $3 * f }' <<<"$out")
+	add write_bw/tcp "$bw"
+	out=$(timeout -k 3 30 qperf 127.0.0.1 -lp "$QPORT" -t 1 -m 2 tcp_lat 2>&1)
+	add send_lat/tcp "$(awk '$1 == "latency" { f = ($4 ~ /^ms/) ? 1e3 : ($4 ~ /^us/) ? 1 : ($4 ~ /^ns/) ? 1e-3 : 0; if (f) printf "%.2f", $3 * f }' <<<"$out")"
+	before=$(qperf_cpu "$QPERF_PID")
+	/usr/bin/time -f '%U %S' -o "$RAW/tcp_cpu.time" timeout -k 3 30 qperf 127.0.0.1 -lp "$QPORT" -t 2 -m 65536 \
+		tcp_bw >"$RAW/tcp_cpu.out" 2>&1
+	sleep 0.3 # the server reaps its per-test child
+	after=$(qperf_cpu "$QPERF_PID")
+	c=$(awk 'NF == 2 { print $1 + $2 }' "$RAW/tcp_cpu.time")
+	bw=$(awk '$1 == "bw" { f = ($4 ~ /^GB/) ? 1e3 : ($4 ~ /^MB/) ? 1 : ($4 ~ /^KB/) ? 1e-3 : 0; if (f) printf "%.2f", $3 * f }' "$RAW/tcp_cpu.out")
+	[[ -n $before && -n $after && -n $c && -n $bw ]] &&
+		add cpu/tcp "$(awk -v a="$after" -v b="$before" -v c="$c" -v bw="$bw" 'BEGIN { printf "%.3f", (a - b + c) / (bw * 1e6 * 2 / 1e9) }')"
+}
+QPORT=$((PORT + 900))
+if command -v qperf >/dev/null; then
+	qperf -lp "$QPORT" </dev/null >"$RAW/qperf_server.log" 2>&1 &
+	QPERF_PID=$!
+fi
+
 START=$(date -u '+%Y-%m-%d %H:%M UTC')
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 1; r <= REPS; r++)); do
+	REP=$r
 	echo "[rep $r/$REPS] floors" >&2
 	add floor/shm "$("$TOOLS/shm_pingpong" -n 100000 | sed -n 's/.*oneway_us=\([0-9.]*\).*/\1/p')"
 	UPORT=$((PORT + 500 + r))
 	timeout -k 3 60 "$TOOLS/udp_pingpong" server -b 127.0.0.1 -p "$UPORT" -i 30 >/dev/null 2>&1 &
+	upid=$!
 	sleep 0.3
 	add floor/udp "$(timeout -k 3 60 "$TOOLS/udp_pingpong" client -H 127.0.0.1 -p "$UPORT" -s 2 -n 20000 \
 		-T 2 2>/dev/null | sed -n 's/.*median_us=\([0-9.]*\).*/\1/p' | head -1)"
-	wait
+	wait "$upid" # (only our own: the qperf server and the hogs run on)
 	add memcpy/64K "$("$TOOLS/memcpy_bw" 65536 | sed -n 's/.*hot_MBps=\([0-9.]*\).*/\1/p')"
 	if command -v ucx_perftest >/dev/null; then
 		for t in tag_lat:8:lat:20000 tag_bw:1048576:bw:2000; do
@@ -95,10 +180,11 @@ for ((r = 1; r <= REPS; r++)); do
 			UPORT=$((UPORT + 50))
 			env UCX_TLS=posix,self UCX_WARN_UNUSED_ENV_VARS=n timeout -k 3 60 ucx_perftest -p "$UPORT" \
 				>/dev/null 2>&1 &
+			upid=$!
 			sleep 0.5
 			out=$(env UCX_TLS=posix,self UCX_WARN_UNUSED_ENV_VARS=n timeout -k 3 60 ucx_perftest \
 				127.0.0.1 -p "$UPORT" -t "$test" -s "$size" -n "$iters" 2>&1 | grep -E '^ *Final:')
-			wait
+			wait "$upid"
 			# Final: iters typical_lat avg_lat overall_lat avg_bw(MiB/s) overall_bw ...
 			if [[ $kind == lat ]]; then
 				add ucx/tag_lat "$(awk '{ print $3 }' <<<"$out")"
@@ -107,40 +193,47 @@ for ((r = 1; r <= REPS; r++)); do
 			fi
 		done
 	fi
-	echo "[rep $r/$REPS] perftest" >&2
+	echo "[rep $r/$REPS] perftest, TCP, CPU per GB" >&2
 	lat send_lat ib_send_lat -s 2 -n 20000
 	lat write_lat ib_write_lat -s 2 -n 20000
-	lat read_lat ib_read_lat -s 2 -n 5000
-	lat atomic_lat ib_atomic_lat -n 5000
+	((QUICK)) || lat read_lat ib_read_lat -s 2 -n 5000
+	((QUICK)) || lat atomic_lat ib_atomic_lat -n 5000
 	bw write_bw ib_write_bw -s 65536 -D 2
 	bw send_bw ib_send_bw -s 65536 -D 2
 	bw read_bw ib_read_bw -s 65536 -D 2
-	bw write_bw_1M ib_write_bw -s 1048576 -D 2
+	((QUICK)) || bw write_bw_1M ib_write_bw -s 1048576 -D 2
 	bw write_bw_q8 ib_write_bw -s 65536 -D 2 -q 8
 	for p in shm udp; do # messages per second, not MB/s
+		((QUICK)) && break
 		row=$(pt "$p" write_bw_2B ib_write_bw -s 2 -D 2)
 		[[ -n $row ]] && add "write_bw_2B/$p" "$(awk '{ printf "%.3f", $5 }' <<<"$row")"
 	done
+	tcp
+	cpu
 done
 
 m() { median "${V[$1]:-}"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
 {
-	echo "# The same-host wire against UDP ($START, load $LOAD0 -> $(cut -d' ' -f1-3 /proc/loadavg))"
+	echo "# The same-host wire against UDP$( ((HOG)) && echo ", under a CPU hog on every core") ($START, load $LOAD0 -> $(cut -d' ' -f1-3 /proc/loadavg))"
 	echo
-	echo "bench/shm.sh, tree $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null), medians of $REPS interleaved reps;"
-	echo "perftest through \`uroce run\` on loopback. 'shm' is the default, 'UDP' is UROCE_SHM=0."
+	echo "bench/shm.sh$( ((HOG)) && echo " --hog"), tree $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null), medians of $REPS interleaved reps;"
+	echo "perftest through \`uroce run\` on loopback. 'shm' is the default, 'UDP' is UROCE_SHM=0,"
+	echo "'TCP' kernel TCP on loopback (qperf tcp_lat 2 B in the send_lat row, tcp_bw 64 KiB in the write_bw row)."
 	echo
-	echo "| point | shm | UDP | UDP / shm |"
-	echo "|---|---:|---:|---:|"
+	echo "| point | shm | UDP | TCP | UDP / shm | TCP / shm |"
+	echo "|---|---:|---:|---:|---:|---:|"
 	for k in send_lat write_lat read_lat atomic_lat; do
-		echo "| ib_${k} (us, typical) | $(m $k/shm) | $(m $k/udp) | $(ratio "$(m $k/udp)" "$(m $k/shm)") |"
+		echo "| ib_${k} (us, typical) | $(m $k/shm) | $(m $k/udp) | $(m $k/tcp) | $(ratio "$(m $k/udp)" "$(m $k/shm)") | $(ratio "$(m $k/tcp)" "$(m $k/shm)") |"
 	done
 	for k in write_bw send_bw read_bw write_bw_1M write_bw_q8; do
-		echo "| ib_${k} 64 KiB (MB/s) | $(m $k/shm) | $(m $k/udp) | $(ratio "$(m $k/shm)" "$(m $k/udp)") |" |
+		echo "| ib_${k} 64 KiB (MB/s) | $(m $k/shm) | $(m $k/udp) | $(m $k/tcp) | $(ratio "$(m $k/shm)" "$(m $k/udp)") | $(ratio "$(m $k/shm)" "$(m $k/tcp)") |" |
 			sed 's/_1M 64 KiB/ 1 MiB/; s/_q8 64 KiB/ 64 KiB -q 8/'
 	done
-	echo "| ib_write_bw 2 B (million messages/s) | $(m write_bw_2B/shm) | $(m write_bw_2B/udp) | $(ratio "$(m write_bw_2B/shm)" "$(m write_bw_2B/udp)") |"
+	echo "| ib_write_bw 2 B (million messages/s) | $(m write_bw_2B/shm) | $(m write_bw_2B/udp) | - | $(ratio "$(m write_bw_2B/shm)" "$(m write_bw_2B/udp)") | - |"
+	echo "| CPU s per GB, 64 KiB WRITEs / tcp_bw (both processes) | $(m cpu/shm) | $(m cpu/udp) | $(m cpu/tcp) | $(ratio "$(m cpu/udp)" "$(m cpu/shm)") | $(ratio "$(m cpu/tcp)" "$(m cpu/shm)") |"
+	echo
+	echo "Ratios are 'how much better shm is' (above 1: shm ahead)."
 	echo
 	echo "| floor of the same run | value |"
 	echo "|---|---:|"

@@ -622,6 +622,10 @@ struct uroce_ep *uroce_ep_open_std(struct uroce_ctx *ctx, struct in_addr addr, i
 struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn);
 void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp);
 int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len);
+/* The same with the ICRC not yet written: stamped here unless the packet
+ * takes the same-host wire, which needs none (src/net/shm.c). */
+int uroce_ep_xmit_nocrc(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t *buf,
+			size_t len);
 /* standard-port mode: the context's <address>:4791 endpoint, opened on first use */
 struct uroce_ep *uroce_ep_std(struct uroce_ctx *ctx);
 /* A packet for QP1 in standard-port mode: true when librdmacm took it. */

@@ -560,13 +560,29 @@ void uroce_ctx_flush_tx(struct uroce_ctx *ctx)
 		uroce_ep_flush(ctx->ep[i]);
 }
 
-int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len)
+/* crc: the ICRC is written already; else the same-host wire goes without
+ * it and every other path stamps it first. */
+static int ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t *buf, size_t len,
+		   bool crc)
 {
+	if (!uroce_fault_on(ep->ctx) && uroce_shm_xmit(ep, ip, buf, len, crc))
+		return 0;
+	if (!crc)
+		uroce_icrc_stamp(ip, buf, len);
 	if (uroce_fault_on(ep->ctx))
 		return uroce_fault_tx(ep, ip, buf, len, &fault_ops);
-	if (uroce_shm_xmit(ep, ip, buf, len))
-		return 0;
 	return ep_xmit_raw(ep, ip, buf, len);
+}
+
+int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len)
+{
+	return ep_xmit(ep, ip, (uint8_t *)buf, len, true); /* not written: crc */
+}
+
+int uroce_ep_xmit_nocrc(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t *buf,
+			size_t len)
+{
+	return ep_xmit(ep, ip, buf, len, false);
 }
 
 static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struct sockaddr_in *from,

@@ -17,16 +17,18 @@
  * that talk both ways hold two links, so there is no tie to break when both
  * connect at once.
  *
- * The ring carries the exact packets UDP would (BTH through ICRC), each
+ * The ring carries the packets UDP would (BTH through ICRC), each
  * behind a 16-byte record header (length, IPv4 source and destination),
  * records 64-byte aligned; a record never wraps (a pad record skips to the
- * start).  The ICRC is still computed by the sender but not checked: memory
- * is not a wire.  Everything else the receiver reads is validated: head and
- * tail against the ring size, each record's length and extent, and the
- * packet is copied out of the shared mapping before it is parsed, so a peer
- * that scribbles over the ring can at worst lose its own link (shutdown,
- * counted in shm_bad_ring) and never make us read outside the mapping or
- * parse a packet that changes under us.
+ * start).  The ICRC is neither computed nor checked: memory the kernel
+ * maps into both processes is not a wire that flips bits, and the ICRC was
+ * a quarter of a bulk sender's CPU.  The record says so (SHM_REC_NOCRC);
+ * a capture (UROCE_PCAP) stamps it on either side, so the file shows the
+ * packet UDP would carry, and fault injection keeps every packet on UDP.  Everything else the
+ * receiver reads is validated: head and tail against the ring size, each record's length and
+ * extent, and the packet is copied out of the shared mapping before it is parsed, so a peer that
+ * scribbles over the ring can at worst lose its own link (shutdown, counted in shm_bad_ring) and
+ * never make us read outside the mapping or parse a packet that changes under us.
  *
  * Progress.  The thread in ibv_poll_cq drains the rings with no system call
  * (uroce_shm_rx from the endpoint's poll).  The progress thread raises a
@@ -40,7 +42,10 @@
  * the link; the sending side goes back to UDP (and retries the connection
  * after a second), so QPs aimed at a dead peer fail as they do on UDP, by
  * their retry count.  Packets that do not fit a full ring are dropped, as a
- * full socket buffer drops them (shm_ring_full).
+ * full socket buffer drops them (shm_ring_full).  A handshake not done
+ * within two seconds is given up on both sides (SHM_HANDSHAKE_NS): a peer
+ * that accepts and never answers leaves the QP on UDP, and connections
+ * that never say hello cannot keep every pending slot.
  *
  * Locking: the send side of a link (its table, the ring's tail) is under
  * ep->tx_lock, taken by whoever sends; the list of receiving links is
@@ -65,6 +70,7 @@
 #include "uroce.h"
 #include "net/pcap.h"
 #include "net/shm.h"
+#include "transport/pkt.h"
 
 enum {
 	SHM_MAGIC = 0x5552534d, /* "URSM" */
@@ -77,12 +83,16 @@ enum {
 	SHM_MAX_PKT = 8192, /* a packet is at most MTU 4096 plus headers */
 	SHM_PAD = 0xffffffffu,
 	SHM_REC_FIRST = 1, /* the link's first record: UDP packets came before */
+	SHM_REC_NOCRC = 2, /* the sender did not compute the ICRC */
 	SHM_HASH = 64,
 	SHM_MAX_PENDING = 64,
 	SHM_RX_BURST = 16, /* records per batch: one ACK flush, as one recvmmsg */
 };
 #define SHM_UDP_EVERY_NS 20000ull
 #define SHM_RETRY_NS	 1000000000ull
+/* a handshake not finished by then is given up (UDP meanwhile): a peer
+ * that accepts and never answers, or connects and never says hello */
+#define SHM_HANDSHAKE_NS 2000000000ull
 
 /* The shared region: this header, then size bytes of records. */
 struct shm_ring {
@@ -102,7 +112,7 @@ _Static_assert(sizeof(struct shm_ring) == 4 * SHM_ALIGN, "ring header layout");
 struct shm_rec {
 	uint32_t len;	   /* packet bytes, or SHM_PAD */
 	uint32_t src, dst; /* IPv4, network order */
-	uint32_t flags;	   /* SHM_REC_FIRST; bits 8-15: the IPv4 TOS (grh.traffic_class) */
+	uint32_t flags;	   /* SHM_REC_*; bits 8-15: the IPv4 TOS (grh.traffic_class) */
 };
 
 struct shm_hello {
@@ -132,7 +142,7 @@ struct shm_txl { /* we send; ep->tx_lock */
 	int fd, bell;
 	struct shm_ring *r;
 	size_t maplen;
-	uint64_t tail, size, retry_ns;
+	uint64_t tail, size, retry_ns; /* retry_ns: also the handshake's deadline */
 };
 
 struct shm_rxl { /* we receive */
@@ -144,6 +154,7 @@ struct shm_rxl { /* we receive */
 	struct shm_ring *r;
 	size_t maplen;
 	uint64_t head, size;
+	uint64_t deadline_ns; /* pending: the hello's */
 };
 
 struct uroce_shm {
@@ -175,7 +186,7 @@ static bool shm_wanted(void)
 	return !(f && *f);
 }
 
-static socklen_t shm_addr(struct sockaddr_un *a, uint16_t port)
+socklen_t uroce_shm_addr(struct sockaddr_un *a, uint16_t port)
 {
 	int n;
 
@@ -222,7 +233,7 @@ void uroce_shm_ep_init(struct uroce_ep *ep, bool reuse)
 {
 	struct uroce_shm *s;
 	struct sockaddr_un a;
-	socklen_t al = shm_addr(&a, ep->port);
+	socklen_t al = uroce_shm_addr(&a, ep->port);
 
 	if (reuse || uroce_std_mode() || !shm_wanted())
 		return;
@@ -418,16 +429,15 @@ static struct shm_txl *txl_find(struct uroce_shm *s, uint16_t port, bool create)
 static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
 {
 	struct uroce_ctx *ctx = s->ep->ctx;
-	size_t len = sizeof(struct shm_ring) + SHM_RING_BYTES;
-	struct shm_hello h = {.magic = SHM_MAGIC,
-			      .version = SHM_VERSION,
-			      .port = s->ep->port,
-			      .ring_bytes = SHM_RING_BYTES};
+	uint32_t bytes = SHM_RING_BYTES;
+	size_t len = sizeof(struct shm_ring) + bytes;
+	struct shm_hello h = {
+	    .magic = SHM_MAGIC, .version = SHM_VERSION, .port = s->ep->port, .ring_bytes = bytes};
 	struct sockaddr_un a;
-	socklen_t al = shm_addr(&a, l->port);
+	socklen_t al = uroce_shm_addr(&a, l->port);
 	int mfd = -1;
 
-	l->retry_ns = uroce_now_ns() + SHM_RETRY_NS;
+	l->retry_ns = uroce_now_ns() + SHM_HANDSHAKE_NS;
 	if (ctx->epfd < 0)
 		return;
 	l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -447,11 +457,11 @@ static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
 		goto fail;
 	}
 	l->maplen = len;
-	l->size = SHM_RING_BYTES;
+	l->size = bytes;
 	l->tail = 0;
 	l->r->magic = SHM_MAGIC;
 	l->r->version = SHM_VERSION;
-	l->r->size = SHM_RING_BYTES;
+	l->r->size = bytes;
 	if (send_fd(l->fd, &h, mfd))
 		goto fail;
 	close(mfd);
@@ -462,7 +472,7 @@ fail:
 	ur_trace("shm: no link to port %u: %s", l->port, strerror(errno));
 	if (mfd >= 0)
 		close(mfd);
-	txl_down(l, l->retry_ns);
+	txl_down(l, uroce_now_ns() + SHM_RETRY_NS);
 }
 
 /* The receiver's answer: its doorbell. */
@@ -492,7 +502,8 @@ static void txl_reply(struct shm_txl *l)
 
 /* Append one record: 0, -ENOSPC (full) or -EIO (the receiver has
  * written nonsense into head). */
-static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void *buf, size_t len)
+static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void *buf, size_t len,
+		    bool crc)
 {
 	struct shm_ring *r = l->r;
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
@@ -501,7 +512,8 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 	struct shm_rec h = {.len = (uint32_t)len,
 			    .src = ip->src.v4.s_addr,
 			    .dst = ip->dst.v4.s_addr,
-			    .flags = (l->used ? 0 : SHM_REC_FIRST) | (uint32_t)ip->tos << 8};
+			    .flags = (l->used ? 0 : SHM_REC_FIRST) | (crc ? 0 : SHM_REC_NOCRC) |
+				     (uint32_t)ip->tos << 8};
 
 	if (tail - head > size || head % SHM_ALIGN)
 		return -EIO;
@@ -517,7 +529,7 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 		off = 0;
 	}
 	memcpy(r->data + off, &h, sizeof(h));
-	memcpy(r->data + off + sizeof(h), buf, len);
+	memcpy(r->data + off + sizeof(h), buf, crc ? len : len - UR_ICRC_BYTES);
 	l->tail = tail + need;
 	l->used = true;
 	atomic_store_explicit(&r->tail, l->tail, memory_order_release);
@@ -546,7 +558,8 @@ bool uroce_shm_dst_local(const struct uroce_ctx *ctx, struct in_addr a)
 	return false;
 }
 
-bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len)
+bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t *buf, size_t len,
+		    bool crc)
 {
 	struct uroce_shm *s = ep->shm;
 	struct uroce_ctx *ctx = ep->ctx;
@@ -558,6 +571,10 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const vo
 		return false;
 	pthread_mutex_lock(&ep->tx_lock);
 	l = txl_find(s, ip->dport, true);
+	if (l && l->state == TXL_CONNECTING && uroce_now_ns() >= l->retry_ns) {
+		ur_dbg("shm: port %u does not answer: UDP", l->port);
+		txl_down(l, uroce_now_ns() + SHM_RETRY_NS);
+	}
 	if (l && l->state == TXL_NONE && uroce_now_ns() >= l->retry_ns)
 		txl_connect(s, l);
 	if (l && l->state == TXL_UP && !l->flushed) {
@@ -571,7 +588,7 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const vo
 		pthread_mutex_unlock(&ep->tx_lock);
 		return false;
 	}
-	err = ring_put(l, ip, buf, len);
+	err = ring_put(l, ip, buf, len, crc);
 	if (err == -EIO) {
 		ur_warn("shm: the ring to port %u is corrupt: dropping the link", l->port);
 		uroce_count(ctx, shm_bad, 1);
@@ -587,6 +604,8 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const vo
 	uroce_count(ctx, shm_tx, 1);
 	uroce_count(ctx, tx_pkts, 1);
 	uroce_count(ctx, tx_bytes, len);
+	if (ctx->pcap && !crc)
+		uroce_icrc_stamp(ip, buf, len); /* a capture shows the packet UDP would carry */
 	uroce_pcap(ctx, UROCE_PCAP_TX, ip, buf, len);
 	return true;
 }
@@ -648,6 +667,8 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		uroce_count(ep->ctx, rx_bytes, h.len);
 		if (h.flags & SHM_REC_FIRST)
 			udp_first(ep);
+		if ((h.flags & SHM_REC_NOCRC) && ep->ctx->pcap)
+			uroce_icrc_stamp(&ip, s->buf, h.len); /* as a capture shows it */
 		deliver(ep, s->buf, h.len, &ip);
 		n++;
 	}
@@ -696,8 +717,35 @@ void uroce_shm_udp_seen(struct uroce_ep *ep, bool got)
 
 /* ---- the progress thread ---- */
 
+static void unlink_rxl(struct shm_rxl **list, struct shm_rxl *l)
+{
+	for (; *list; list = &(*list)->next)
+		if (*list == l) {
+			*list = l->next;
+			return;
+		}
+}
+
+/* Pending links whose hello is overdue go (each new connection looks), so
+ * silent connections cannot hold every slot. */
+static void rxl_expire(struct uroce_shm *s)
+{
+	uint64_t now = uroce_now_ns();
+
+	for (struct shm_rxl *l = s->pending, *next; l; l = next) {
+		next = l->next;
+		if (now < l->deadline_ns)
+			continue;
+		ur_dbg("shm: no hello on port %u within the handshake timeout", s->ep->port);
+		unlink_rxl(&s->pending, l);
+		s->npending--;
+		rxl_free(l);
+	}
+}
+
 static void rxl_accept(struct uroce_shm *s)
 {
+	rxl_expire(s);
 	for (;;) {
 		int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct shm_rxl *l;
@@ -712,20 +760,12 @@ static void rxl_accept(struct uroce_shm *s)
 		}
 		l->o = (struct shm_obj){.kind = SHM_RX, .s = s};
 		l->fd = fd;
+		l->deadline_ns = uroce_now_ns() + SHM_HANDSHAKE_NS;
 		l->next = s->pending;
 		s->pending = l;
 		s->npending++;
 		watch(s->ep->ctx, fd, &l->o);
 	}
-}
-
-static void unlink_rxl(struct shm_rxl **list, struct shm_rxl *l)
-{
-	for (; *list; list = &(*list)->next)
-		if (*list == l) {
-			*list = l->next;
-			return;
-		}
 }
 
 /* A hello on a pending link: map the ring, answer with the doorbell. */

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 struct uroce_ctx;
 struct uroce_ep;
@@ -29,9 +30,11 @@ void uroce_shm_epoll_add(struct uroce_ep *ep);
 
 /* Send one packet through shared memory when ip's destination is a local
  * uroce endpoint reachable that way.  Returns false when the caller must
- * send it over UDP (not local, link not up yet, hostile ring). */
-bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf,
-		    size_t len);
+ * send it over UDP (not local, link not up yet, hostile ring).  crc: the
+ * packet's ICRC is written; without it the ring carries the packet with
+ * its ICRC left out (buf is written only to stamp it for a capture). */
+bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t *buf, size_t len,
+		    bool crc);
 
 /* A destination on this host (127/8 or one of the device's addresses): its
  * packets may take the same-host wire (endpoint.c keeps them on one path). */
@@ -63,6 +66,10 @@ void uroce_shm_event(struct uroce_ctx *ctx, void *p, uint32_t events);
  * raise or clear the "consumer sleeps" flag of every ring it drains.
  * Returns true when a ring already holds packets (do not sleep). */
 bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on);
+
+/* The abstract Unix address of the endpoint on UDP port port; its length. */
+struct sockaddr_un;
+socklen_t uroce_shm_addr(struct sockaddr_un *a, uint16_t port);
 
 /* Tests (tests/unit/test_shm.c): a new mapping (munmap it) of the ring of
  * ep's link from peer_port, or NULL, and its size in bytes. */

@@ -100,14 +100,22 @@ void uroce_pkt_init(struct uroce_pkt *pkt, uint8_t *buf, uint8_t opcode, uint32_
 	pkt->placed = false;
 }
 
+void uroce_pkt_pad(struct uroce_pkt *pkt)
+{
+	memset(pkt->payload + pkt->paylen, 0, pkt->pad);
+}
+
+void uroce_icrc_stamp(const struct uroce_ipinfo *ip, uint8_t *bth, size_t len)
+{
+	uint32_t n = (uint32_t)len - UR_ICRC_BYTES;
+	/* The ICRC goes out least significant byte first (see icrc.c). */
+	uint32_t icrc = htole32(uroce_icrc_compute(ip, bth, n));
+
+	memcpy(bth + n, &icrc, UR_ICRC_BYTES);
+}
+
 void uroce_pkt_finish(struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
 {
-	uint32_t n = pkt->len - UR_ICRC_BYTES;
-	uint32_t icrc;
-
-	memset(pkt->payload + pkt->paylen, 0, pkt->pad);
-	icrc = uroce_icrc_compute(ip, pkt->bth, n);
-	/* The ICRC goes out least significant byte first (see icrc.c). */
-	icrc = htole32(icrc);
-	memcpy(pkt->bth + n, &icrc, UR_ICRC_BYTES);
+	uroce_pkt_pad(pkt);
+	uroce_icrc_stamp(ip, pkt->bth, pkt->len);
 }

@@ -237,6 +237,10 @@ bool uroce_icrc_ok_copy(const struct uroce_pkt *pkt, const struct uroce_ipinfo *
 			const struct iovec *dst, int ndst);
 /* Zero the pad bytes and write the ICRC at the end of the packet. */
 void uroce_pkt_finish(struct uroce_pkt *pkt, const struct uroce_ipinfo *ip);
+/* Its two halves: zero the pad bytes; write the ICRC of the len-byte
+ * packet at bth (uroce_ep_xmit_nocrc stamps it only where it is needed). */
+void uroce_pkt_pad(struct uroce_pkt *pkt);
+void uroce_icrc_stamp(const struct uroce_ipinfo *ip, uint8_t *bth, size_t len);
 /* True when the packet's ICRC matches. */
 bool uroce_icrc_ok(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip);
 /* Plain CRC32 (Ethernet / zlib polynomial, reflected) continued from crc. */

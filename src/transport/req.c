@@ -19,12 +19,12 @@ int uroce_qp_xmit(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	if (qp->sk)
 		uroce_sack_tx(qp, pkt);
-	uroce_pkt_finish(pkt, &qp->path);
+	uroce_pkt_pad(pkt); /* the ICRC: uroce_ep_xmit_nocrc, only where needed */
 	ur_trace("QP 0x%06x tx %s psn %u len %u", qp->ibqp.qp_base.qp_num,
 		 uroce_opcode_name(pkt->opcode), pkt->psn, pkt->len);
 	uroce_qp_stat(qp, tx_pkts, 1);
 	uroce_qp_stat(qp, tx_bytes, pkt->len);
-	return uroce_ep_xmit(qp->ep, &qp->path, pkt->bth, pkt->len);
+	return uroce_ep_xmit_nocrc(qp->ep, &qp->path, pkt->bth, pkt->len);
 }
 
 bool uroce_qp_xmit_gather(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct iovec *iov,

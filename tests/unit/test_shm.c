@@ -16,7 +16,11 @@
  *    new peer connects) and of the target (the requester's WR fails with
  *    IBV_WC_RETRY_EXC_ERR, as on UDP);
  *  - many processes writing into one target at once;
- *  - 1,024 QP pairs, each a WRITE and a SEND.
+ *  - 1,024 QP pairs, each a WRITE and a SEND;
+ *  - silent handshakes: a listener that accepts and never answers (the QP
+ *    works over UDP, the handshake is given up and retried) and silent
+ *    connections filling every pending slot (they expire; a real peer
+ *    still links).
  */
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -25,7 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -721,6 +727,77 @@ static void test_1024(void)
 	node_close(&b);
 }
 
+/* Silent handshakes: B runs with UROCE_SHM=0 and the test holds B's name
+ * with a listener that accepts and never answers; A's WRITEs go over UDP
+ * meanwhile, A gives the handshake up and tries again.  Then the other way:
+ * connections to A's name that never say hello; once they are overdue a
+ * real peer still gets its link. */
+static void test_silent(void)
+{
+	struct pair p = {0};
+	struct sockaddr_un sa;
+	uint16_t bport;
+	int lfd, conns = 0, fds[80], nfd = 0;
+
+	setenv("UROCE_SHM", "0", 1);
+	CHECK(!node_open(&p.b, 256) && (p.qb = qp_new(&p.b)) != NULL, "B, UDP only");
+	unsetenv("UROCE_SHM");
+	CHECK(!node_open(&p.a, 256) && (p.qa = qp_new(&p.a)) != NULL, "A");
+	if (!p.qa || !p.qb)
+		return;
+	CHECK(!qp_rts(&p.a, p.qa, p.qb->qp_num, 14, 7) && !qp_rts(&p.b, p.qb, p.qa->qp_num, 14, 7),
+	      "connected");
+	p.ib =
+	    (struct qpinfo){.qpn = p.qb->qp_num, .rkey = p.b.mr->rkey, .addr = (uintptr_t)p.b.buf};
+	bport = to_uctx(p.b.ctx)->ep[0]->port;
+	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	CHECK(lfd >= 0 && !bind(lfd, (struct sockaddr *)&sa, uroce_shm_addr(&sa, bport)) &&
+		  !listen(lfd, 8),
+	      "a listener on B's name that never answers");
+	/* until A has connected twice: the first handshake was given up */
+	for (uint64_t end = now_ms() + 20000; conns < 2 && now_ms() < end;) {
+		int c;
+
+		if (!write_stream(&p, 4, 4096, 20))
+			break;
+		while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+			conns++;
+			if (nfd < 80)
+				fds[nfd++] = c; /* held open, never answered */
+			else
+				close(c);
+		}
+	}
+	CHECK(conns >= 2, "A tried again after an unanswered handshake: %d connections", conns);
+	CHECK(write_stream(&p, 16, 16384, 21), "WRITEs completed over UDP all along");
+	CHECK(CNT(&p.a, shm_links) == 0 && CNT(&p.a, shm_tx) == 0, "no link: %lu",
+	      (unsigned long)CNT(&p.a, shm_links));
+	close(lfd);
+	while (nfd)
+		close(fds[--nfd]);
+
+	pair_close(&p);
+
+	/* silent connections filling all of B's pending slots (64) */
+	CHECK(!pair_open(&p), "a pair, both ends on shared memory");
+	bport = to_uctx(p.b.ctx)->ep[0]->port;
+	for (int i = 0; i < 80; i++) {
+		int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+		if (c >= 0 && !connect(c, (struct sockaddr *)&sa, uroce_shm_addr(&sa, bport)))
+			fds[nfd++] = c;
+		else if (c >= 0)
+			close(c);
+	}
+	CHECK(nfd >= 64, "%d silent connections to B", nfd);
+	sleep(3); /* B accepted them; their hellos are overdue */
+	CHECK(warm_up(&p), "a real peer still gets its link: %lu %lu",
+	      (unsigned long)CNT(&p.a, shm_links), (unsigned long)CNT(&p.b, shm_links));
+	pair_close(&p);
+	while (nfd)
+		close(fds[--nfd]);
+}
+
 int main(int argc, char **argv)
 {
 	const char *v = getenv("UROCE_SHM"), *only = argc > 1 ? argv[1] : "";
@@ -734,7 +811,8 @@ int main(int argc, char **argv)
 		const char *name;
 		void (*fn)(void);
 	} tests[] = {{"stream", test_stream}, {"hostile", test_hostile},  {"races", test_races},
-		     {"kill", test_kill},     {"procs", test_many_procs}, {"1024", test_1024}};
+		     {"kill", test_kill},     {"procs", test_many_procs}, {"1024", test_1024},
+		     {"silent", test_silent}};
 
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
 		if (!*only || !strcmp(only, tests[i].name))
