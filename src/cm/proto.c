@@ -154,6 +154,7 @@ static void rx_req(struct cm_sock *s, struct ibv_context *ctx, const struct cm_m
 		goto no_service;
 	}
 	c->id.verbs = c->ctx;
+	c->id.pd = cm_dev_pd(c->ctx);
 	c->id.port_num = 1;
 	c->dev_max_rd = cm_dev_max_rd(c->ctx);
 	c->mtu = IBV_MTU_1024;
