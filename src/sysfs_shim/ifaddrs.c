@@ -8,8 +8,9 @@
  * the verbs provider offers no MSG endpoint and no verbs;ofi_rxm at all on
  * one host.
  *
- * For a caller inside libfabric (the return address lies in a library whose
- * file name starts with "libfabric"), an interface that backs a uroce device
+ * For a caller inside libfabric (the first frame outside this library and a
+ * sanitizer runtime lies in a library whose file name starts with
+ * "libfabric"), an interface that backs a uroce device
  * in the served tree (<root>/sys/class/infiniband/uroce_<ifname> exists)
  * loses IFF_LOOPBACK in the list returned.  Every other caller, every other
  * interface, and every call without UROCE_SYSFS_ROOT get libc's list
@@ -17,15 +18,18 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <ifaddrs.h>
 #include <limits.h>
 #include <net/if.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define SHIM_EXPORT __attribute__((visibility("default")))
+#define SHIM_FRAMES 8
 
 typedef int (*shim_getifaddrs_fn)(struct ifaddrs **);
 
@@ -41,16 +45,39 @@ static shim_getifaddrs_fn shim_real_getifaddrs(void)
 	return fn;
 }
 
-static int shim_caller_is_libfabric(const void *ret_addr)
+static const char *shim_object_of(void *addr)
 {
 	Dl_info info;
 	const char *base;
 
-	if (!dladdr(ret_addr, &info) || !info.dli_fname)
-		return 0;
+	if (!dladdr(addr, &info) || !info.dli_fname)
+		return "";
 	base = strrchr(info.dli_fname, '/');
-	base = base ? base + 1 : info.dli_fname;
-	return !strncmp(base, "libfabric", strlen("libfabric"));
+	return base ? base + 1 : info.dli_fname;
+}
+
+static bool shim_starts(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+/* The first frame outside this library and a sanitizer runtime (ASan
+ * intercepts getifaddrs and calls on to us) is libfabric's.  backtrace()
+ * unwinds with the tables, so it needs no frame pointers. */
+static bool shim_caller_is_libfabric(void)
+{
+	void *frames[SHIM_FRAMES];
+	int n = backtrace(frames, SHIM_FRAMES);
+
+	for (int i = 1; i < n; i++) {
+		const char *obj = shim_object_of(frames[i]);
+
+		if (shim_starts(obj, "liburoce-sysfs") || shim_starts(obj, "libasan") ||
+		    shim_starts(obj, "libclang_rt") || shim_starts(obj, "libubsan"))
+			continue;
+		return shim_starts(obj, "libfabric");
+	}
+	return false;
 }
 
 static int shim_backs_uroce_device(const char *root, const char *ifname)
@@ -72,8 +99,7 @@ SHIM_EXPORT int getifaddrs(struct ifaddrs **list)
 		return -1;
 	}
 	ret = real(list);
-	if (ret || !root || root[0] != '/' ||
-	    !shim_caller_is_libfabric(__builtin_return_address(0)))
+	if (ret || !root || root[0] != '/' || !shim_caller_is_libfabric())
 		return ret;
 	saved = errno;
 	for (struct ifaddrs *ifa = *list; ifa; ifa = ifa->ifa_next)
