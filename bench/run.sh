@@ -525,6 +525,10 @@ ucx_point() {
 		label="ucx_rc_$1_$2_r$3"
 		envs=(UCX_TLS=rc UCX_NET_DEVICES=uroce_lo:1 UCX_WARN_UNUSED_ENV_VARS=n "${LO_ENV[@]}")
 		run=("$UROCE" run)
+	elif [[ $variant == rc_verbs_udp ]]; then # uroce's UDP path, not the same-host wire
+		label="ucx_rc_udp_$1_$2_r$3"
+		envs=(UCX_TLS=rc UCX_NET_DEVICES=uroce_lo:1 UCX_WARN_UNUSED_ENV_VARS=n UROCE_SHM=0)
+		run=("$UROCE" run)
 	fi
 	env "${envs[@]}" timeout -k 3 90 "${run[@]}" ucx_perftest -p "$PORT" </dev/null >"$RAW/$label.srv" 2>&1 &
 	spid=$!
@@ -558,9 +562,11 @@ mpi_point() {
 	local ucx=(-x UCX_TLS=rc -x UCX_NET_DEVICES=uroce_lo:1 -x UROCE_SHM=0)
 	[[ $variant == tcp ]] && ucx=(-x UCX_TLS=tcp -x UCX_NET_DEVICES=lo
 		--mca opal_common_ucx_tls any --mca opal_common_ucx_devices any)
+	local shm=()
+	[[ $variant == uroce_udp ]] && shm=(env UROCE_SHM=0) # uroce's UDP path
 	local root=()
 	[[ $(id -u) -eq 0 ]] && root=(--allow-run-as-root)
-	timeout -k 3 120 "$UROCE" run mpirun.openmpi "${root[@]}" -np 2 --mca pml ucx --mca btl self \
+	timeout -k 3 120 "${shm[@]}" "$UROCE" run mpirun.openmpi "${root[@]}" -np 2 --mca pml ucx --mca btl self \
 		"${ucx[@]}" -x UCX_WARN_UNUSED_ENV_VARS=n "$MPI_PP" "$size" "$iters" </dev/null >"$RAW/$label.out" 2>&1
 	line=$(grep -m1 '^size=' "$RAW/$label.out")
 	if [[ -n $line ]]; then
@@ -751,7 +757,9 @@ sec_ucx() {
 
 # Middleware (issue 13): UCX over uroce's rc_verbs against UCX over TCP, and
 # Open MPI's ping-pong over each, interleaved rep by rep; ib_send_lat 8 B as
-# the raw verbs latency UCX is measured against.
+# the raw verbs latency UCX is measured against. Loopback, so uroce takes its
+# same-host wire; the *_udp variants repeat the latency points and MPI over
+# uroce's UDP path (UROCE_SHM=0).
 sec_mw() {
 	local r
 	if ((!HAVE_UCX)) || ! command -v mpicc.openmpi >/dev/null || ! command -v mpirun.openmpi >/dev/null; then
@@ -774,6 +782,10 @@ sec_mw() {
 		mpi_point tcp 8 "$r" 5000
 		mpi_point uroce 1048576 "$r" 300
 		mpi_point tcp 1048576 "$r" 300
+		# the same over uroce's UDP path (UROCE_SHM=0): what two hosts get
+		ucx_point tag_lat 8 "$r" lat_us 10000 rc_verbs_udp
+		mpi_point uroce_udp 8 "$r" 5000
+		mpi_point uroce_udp 1048576 "$r" 300
 	done
 }
 

@@ -11,7 +11,7 @@ PACKAGES=(
 	gcovr clang libclang-rt-14-dev valgrind
 	libisal-dev iproute2
 	ethtool procps python3
-	infiniband-diags ucx-utils libucx0 openmpi-bin libopenmpi-dev mpich libmpich-dev libfabric-bin
+	infiniband-diags ucx-utils libucx0 libucx-dev openmpi-bin libopenmpi-dev mpich libmpich-dev libfabric-bin
 )
 
 # One dpkg-query for all: "name status" for each package dpkg knows.

@@ -172,6 +172,7 @@ static int bind_dev(struct cm_id *cid, struct in_addr a)
 	if (ret)
 		return ret;
 	cid->id.verbs = cid->ctx;
+	cid->id.pd = cm_dev_pd(cid->ctx); /* rdma-core: the device's PD (UCX uses it) */
 	cid->id.port_num = 1;
 	cid->dev_max_rd = cm_dev_max_rd(cid->ctx);
 	if (ibv_query_port(cid->ctx, 1, &pa) == 0)

@@ -44,6 +44,47 @@ static struct sockaddr *dup_sa(const struct sockaddr_in *sin)
 	return (struct sockaddr *)p;
 }
 
+/* Neither node nor service: the addresses are the hints' own (rdma-core
+ * does the same; libfabric's verbs provider passes its fi_info addresses
+ * this way). */
+static int from_hints(const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
+{
+	const struct sockaddr *src = hints->ai_src_len ? hints->ai_src_addr : NULL;
+	const struct sockaddr *dst = hints->ai_dst_len ? hints->ai_dst_addr : NULL;
+	struct rdma_addrinfo *ai;
+
+	if ((src && cm_check_sockaddr(src, "rdma_getaddrinfo")) ||
+	    (dst && cm_check_sockaddr(dst, "rdma_getaddrinfo")))
+		return -1;
+	if ((src && hints->ai_src_len < sizeof(struct sockaddr_in)) ||
+	    (dst && hints->ai_dst_len < sizeof(struct sockaddr_in)))
+		return cm_fail(EINVAL,
+			       "rdma_getaddrinfo: a hint address is shorter than sockaddr_in");
+	ai = calloc(1, sizeof(*ai));
+	if (!ai)
+		return errno = ENOMEM, -1;
+	ai->ai_flags = hints->ai_flags;
+	ai->ai_family = AF_INET;
+	ai->ai_qp_type = hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
+	ai->ai_port_space = hints->ai_port_space
+				? hints->ai_port_space
+				: (ai->ai_qp_type == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP);
+	if (src) {
+		ai->ai_src_addr = dup_sa((const struct sockaddr_in *)src);
+		ai->ai_src_len = sizeof(struct sockaddr_in);
+	}
+	if (dst) {
+		ai->ai_dst_addr = dup_sa((const struct sockaddr_in *)dst);
+		ai->ai_dst_len = sizeof(struct sockaddr_in);
+	}
+	if ((src && !ai->ai_src_addr) || (dst && !ai->ai_dst_addr)) {
+		rdma_freeaddrinfo(ai);
+		return errno = ENOMEM, -1;
+	}
+	*res = ai;
+	return 0;
+}
+
 UROCE_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 				  const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
 {
@@ -53,6 +94,8 @@ UROCE_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 	bool passive = flags & RAI_PASSIVE;
 	int ret;
 
+	if (res && !node && !service && hints && (hints->ai_src_len || hints->ai_dst_len))
+		return from_hints(hints, res);
 	if (!res || (!node && !service))
 		return cm_fail(EINVAL, "rdma_getaddrinfo: need a node or a service");
 	if (hints && hints->ai_family == AF_INET6) {

@@ -154,6 +154,7 @@ static void rx_req(struct cm_sock *s, struct ibv_context *ctx, const struct cm_m
 		goto no_service;
 	}
 	c->id.verbs = c->ctx;
+	c->id.pd = cm_dev_pd(c->ctx);
 	c->id.port_num = 1;
 	c->dev_max_rd = cm_dev_max_rd(c->ctx);
 	c->mtu = IBV_MTU_1024;
@@ -322,8 +323,12 @@ static void rx_dreq(struct cm_id *c, const struct cm_msg *m, struct ibv_context 
 	case CM_ESTABLISHED:
 	case CM_REP_SENT:
 	case CM_DREQ_SENT:
+		/* The QP stays as it is (rdma-core and the kernel leave it to the
+		 * application's rdma_disconnect or destroy): a DREQ travels on
+		 * the CM socket, and flushing here could overtake the ACK of the
+		 * peer's last message, still in the data path (a DREQ_SENT QP is
+		 * in ERROR already). */
 		cm_timer_stop(c);
-		cm_qp_to_err(c);
 		cm_send(c, &r, false);
 		cm_enter_timewait(c);
 		cm_post(c, RDMA_CM_EVENT_DISCONNECTED, 0, NULL);

@@ -4,7 +4,8 @@
 # interface named mwv so both ends open the device uroce_mwv. ucx_perftest's
 # server runs under `uroce run` in one namespace and the client in the other
 # (its out-of-band TCP exchange crosses the veth too): UCT am_lat and put_bw
-# over rc_verbs, am_lat over ud_verbs, UCP tag_lat and tag_bw over rc. Then
+# over rc_verbs, am_lat over ud_verbs, UCP tag_lat and tag_bw over rc, and
+# tests/tools/ucp_sockaddr.c's tag ping-pong wired up by rdma_cm. Then
 # MPICH (ch4:ucx) runs tests/tools/mpi_check.c with one rank in each
 # namespace: hydra starts both ranks through `ip netns exec` (MPMD) and
 # talks PMI over inherited file descriptors, so only UCX's traffic crosses
@@ -27,6 +28,8 @@ require_cmd ucx_perftest ucx-utils
 require_cmd mpicc.mpich libmpich-dev
 require_cmd mpirun.mpich mpich
 require_uroce
+[[ -x $UROCE_BIN_DIR/ucp_sockaddr ]] ||
+	die "$UROCE_BIN_DIR/ucp_sockaddr was not built: install libucx-dev (scripts/deps.sh) and rebuild"
 UROCE=$UROCE_BIN_DIR/uroce
 
 P=um$$ # namespace prefix: concurrent runs do not collide
@@ -66,6 +69,22 @@ ucx_perf netns_uct_rc_put_bw all -t put_bw -x rc_verbs -d $dev:1 -D zcopy -s 655
 ucx_perf netns_uct_ud_am_lat all -t am_lat -x ud_verbs -d $dev:1 -n 2000 -w 100
 ucx_perf netns_ucp_rc_tag_lat rc -t tag_lat -n 2000 -w 100
 ucx_perf netns_ucp_rc_tag_bw rc -t tag_bw -s 1048576 -n 100 -w 5
+
+# UCP endpoints connected by socket address: UCX's rdmacm wire-up across the veth.
+netns_udp_bound() {
+	ip netns exec "$NSA" ss -Hlun 2>/dev/null | awk -v p=":$1" '$4 ~ p "$" { found = 1 } END { exit !found }'
+}
+cm=(env "${common[@]}" UCX_TLS=rc UCX_SOCKADDR_TLS_PRIORITY=rdmacm UCX_LOG_LEVEL=info UROCE_LOG=info
+	"$UROCE" run "$UROCE_BIN_DIR/ucp_sockaddr")
+alloc_port
+if READY_CHECK=netns_udp_bound run_pair netns_ucp_rdmacm ip netns exec "$NSA" "${cm[@]}" server 10.202.0.1 "$PORT" 1000 8 -- \
+	ip netns exec "$NSB" "${cm[@]}" client 10.202.0.1 "$PORT" 1000 8 &&
+	log_has netns_ucp_rdmacm client "ep_cfg\[[0-9]+\]: tag\(rc_verbs/$dev:1\)" &&
+	log_has netns_ucp_rdmacm client 'rdma_cm: MADs received [1-9]'; then
+	pass "netns_ucp_rdmacm: $(grep '^ucp_sockaddr: OK' "$LOG_DIR/netns_ucp_rdmacm.client.log"), rdma_cm wire-up, tag lane rc_verbs/$dev:1"
+else
+	fail "netns_ucp_rdmacm"
+fi
 
 mpicc.mpich -O2 -Wall -o "$LOG_DIR/mpi_check.mpich" "$UROCE_SRC_DIR/tests/tools/mpi_check.c"
 rank=(env "${common[@]}" UCX_TLS=rc UCX_LOG_LEVEL=info MPIR_CVAR_NOLOCAL=1
