@@ -523,7 +523,7 @@ ucx_point() {
 	local envs=(UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n)
 	if [[ $variant == rc_verbs ]]; then
 		label="ucx_rc_$1_$2_r$3"
-		envs=(UCX_TLS=rc UCX_NET_DEVICES=uroce_lo:1 UCX_WARN_UNUSED_ENV_VARS=n "${LO_ENV[@]}")
+		envs=(UCX_TLS=rc UCX_NET_DEVICES=uroce_lo:1 UCX_WARN_UNUSED_ENV_VARS=n) # the default path: same-host wire
 		run=("$UROCE" run)
 	elif [[ $variant == rc_verbs_udp ]]; then # uroce's UDP path, not the same-host wire
 		label="ucx_rc_udp_$1_$2_r$3"
@@ -559,7 +559,7 @@ ucx_point() {
 MPI_PP=""
 mpi_point() {
 	local variant=$1 size=$2 rep=$3 iters=$4 label="mpi_pingpong_$1_$2_r$3" line
-	local ucx=(-x UCX_TLS=rc -x UCX_NET_DEVICES=uroce_lo:1 -x UROCE_SHM=0)
+	local ucx=(-x UCX_TLS=rc -x UCX_NET_DEVICES=uroce_lo:1)
 	[[ $variant == tcp ]] && ucx=(-x UCX_TLS=tcp -x UCX_NET_DEVICES=lo
 		--mca opal_common_ucx_tls any --mca opal_common_ucx_devices any)
 	local shm=()
@@ -775,7 +775,9 @@ sec_mw() {
 		log "  rep $r/$REPS"
 		ucx_point tag_lat 8 "$r" lat_us 10000 rc_verbs
 		ucx_point tag_lat 8 "$r" lat_us 10000 tcp
+		PT_ENV=() # on the same path as UCX rc_verbs above: the same-host wire
 		uroce_lat ib_send_lat 8 "$r" rc
+		PT_ENV=("${LO_ENV[@]}")
 		ucx_point tag_bw 1048576 "$r" bw_MBps 1000 rc_verbs
 		ucx_point tag_bw 1048576 "$r" bw_MBps 1000 tcp
 		mpi_point uroce 8 "$r" 5000
