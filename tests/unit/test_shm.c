@@ -536,6 +536,7 @@ static pid_t spawn(enum role role, uint32_t seed, int *sock)
 	int sv[2];
 	pid_t pid;
 
+	*sock = -1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return -1;
 	fflush(stdout);
