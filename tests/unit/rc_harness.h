@@ -509,7 +509,7 @@ static inline bool do_xfer(struct harness *h, const struct xfer *x, uint64_t see
 {
 	struct side *a = &h->s[0], *b = &h->s[1];
 	unsigned int f0 = failed;
-	struct sgl lsg, rsg;
+	struct sgl lsg = {0}, rsg = {0};
 	struct ibv_sge lsge[SGE_MAX], rsge[SGE_MAX];
 	struct ibv_send_wr wr = {0}, *bad;
 	struct ibv_recv_wr rwr = {0}, *rbad;
