@@ -103,10 +103,10 @@ static int ud_send_one(struct uroce_qp *qp, const struct ibv_send_wr *wr)
 	path.dport = wr->wr.ud.remote_qpn == UROCE_MCAST_QPN
 			 ? UR_ROCE_PORT
 			 : uroce_qpn_dport(wr->wr.ud.remote_qpn);
-	uroce_pkt_finish(&pkt, &path);
+	uroce_pkt_pad(&pkt); /* the ICRC only where the packet needs one (uroce_qp_xmit) */
 	uroce_qp_stat(qp, tx_pkts, 1);
 	uroce_qp_stat(qp, tx_bytes, pkt.len);
-	uroce_ep_xmit(qp->ep, &path, pkt.bth, pkt.len);
+	uroce_ep_xmit_nocrc(qp->ep, &path, pkt.bth, pkt.len);
 	qp->req.psn = (qp->req.psn + 1) & UR_PSN_MASK;
 	send_wc(qp, wr, IBV_WC_SUCCESS);
 	return 0;
