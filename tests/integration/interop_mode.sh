@@ -175,9 +175,9 @@ pair rc_pingpong ibv_rc_pingpong -d "$DEV" -g 0 -s 5000 -n 20
 pair ud_pingpong ibv_ud_pingpong -d "$DEV" -g 0 -s 1024 -n 20
 pair uc_pingpong ibv_uc_pingpong -d "$DEV" -g 0 -s 3000 -n 20
 pair xsrq_pingpong ibv_xsrq_pingpong -d "$DEV" -g 0 -m 1024 -s 3000 -n 3
-pair ib_write_bw ib_write_bw -d "$DEV" -x 0 -s 16384 -n 50
-pair ib_read_bw ib_read_bw -d "$DEV" -x 0 -s 16384 -n 20
-pair ib_atomic_bw ib_atomic_bw -d "$DEV" -x 0 -n 20
+pair ib_write_bw ib_write_bw -d "$DEV" -x 0 -F -s 16384 -n 50
+pair ib_read_bw ib_read_bw -d "$DEV" -x 0 -F -s 16384 -n 20
+pair ib_atomic_bw ib_atomic_bw -d "$DEV" -x 0 -F -n 20
 
 sleep 0.5
 kill -INT "$TSHARK" 2>/dev/null || true
