@@ -36,6 +36,11 @@ if ! printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n)
 	exit 0
 fi
 
+# fuzz_rx and fuzz_cm run side by side under ctest -j and share one clang
+# build: two cmake builds at once in one tree race (one deletes the static
+# library the other is linking), so configuring and building hold a lock.
+exec {build_lock}>"$UROCE_BUILD_DIR/.fuzz-build.lock"
+flock "$build_lock"
 fuzzer=$UROCE_BUILD_DIR/tests/fuzz/$TARGET
 if ! grep -qs 'CMAKE_C_COMPILER_ID:.*Clang\|CMAKE_C_COMPILER:FILEPATH=.*clang' \
 	"$UROCE_BUILD_DIR/CMakeCache.txt"; then
@@ -55,6 +60,8 @@ else
 		die "building $TARGET failed: $(tail -30 "$LOG_DIR/build.log")"
 fi
 [[ -x $fuzzer ]] || die "$fuzzer was not built"
+flock -u "$build_lock"
+exec {build_lock}>&-
 
 # New inputs go to a scratch corpus; the committed one is only read.
 mkdir -p "$LOG_DIR/corpus"
