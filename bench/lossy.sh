@@ -7,6 +7,8 @@
 # packets (the requester's retransmitted_pkts) against the packets
 # UROCE_FAULT dropped, from the counters each process logs at exit
 # (UROCE_LOG=info).
+# The loss-free run takes UDP too (UROCE_SHM=0; WIRE=shm: the same-host
+# wire, which faulted runs never take).
 # Usage: bench/lossy.sh [BUILD_DIR]   (REPS=3 DUR=4 TESTS="ib_write_bw
 # ib_send_bw ib_read_bw" VARIANTS="1 2 0": 1 selective repeat, 2 with CC,
 # 0 go-back-N)
@@ -16,6 +18,7 @@ B=$(cd "$B" && pwd)
 REPS=${REPS:-3}
 DUR=${DUR:-4}
 OUT=${OUT:-/tmp/uroce-lossy.$$}
+WIRE=${WIRE:-udp}
 mkdir -p "$OUT"
 [[ -x $B/bin/uroce ]] || { echo "lossy.sh: no $B/bin/uroce: build first" >&2; exit 1; }
 command -v ib_write_bw >/dev/null || { echo "lossy.sh: perftest missing (scripts/deps.sh)" >&2; exit 1; }
@@ -23,6 +26,10 @@ command -v ib_write_bw >/dev/null || { echo "lossy.sh: perftest missing (scripts
 one() { # TEST DROP VARIANT REP -> "MiB/s resent dropped"
 	local t=$1 d=$2 s=$3 r=$4 port=$((30000 + RANDOM % 20000)) f=$OUT/$1.$2.$3.$4 env=()
 	env=(UROCE_LOG=info UROCE_SACK="$((s != 0))" UROCE_CC="$((s == 2))")
+	# the loss-free run on the wire the lossy ones take: UROCE_FAULT
+	# keeps packets off the same-host wire (WIRE=shm: the loss-free run
+	# on it, as before)
+	[[ $WIRE == udp ]] && env+=(UROCE_SHM=0)
 	[[ $d != 0 ]] && env+=(UROCE_FAULT="drop=$d")
 	env "${env[@]}" timeout $((DUR + 30)) "$B/bin/uroce" run -- "$t" -s 65536 -D "$DUR" -d uroce_lo -x 0 \
 		-p "$port" -F >"$f.srv" 2>&1 &
@@ -41,7 +48,7 @@ TESTS=${TESTS:-ib_write_bw ib_send_bw ib_read_bw}
 VARIANTS=${VARIANTS:-1 2 0}
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }'; }
 
-echo "== uroce_lo, 64 KiB, -D $DUR, $REPS reps, $(date -u +%FT%TZ), $(git -C "$B/.." rev-parse --short HEAD 2>/dev/null), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== uroce_lo ($WIRE wire loss-free), 64 KiB, -D $DUR, $REPS reps, $(date -u +%FT%TZ), $(git -C "$B/.." rev-parse --short HEAD 2>/dev/null), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for t in $TESTS; do
 	declare -A bw=() rs=() dr=()
 	for ((r = 1; r <= REPS; r++)); do

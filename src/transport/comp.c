@@ -321,6 +321,15 @@ static struct uroce_swqe *resp_wqe(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	return w;
 }
 
+/* The response at psn, a LAST or ONLY, ends the request (READ chunk,
+ * atomic) it answers - with selective repeat only at the end of a chunk:
+ * a request for a missing part of one (req.c) ends inside it. */
+static bool read_req_end(const struct uroce_qp *qp, const struct uroce_swqe *w, uint32_t psn)
+{
+	return !rc_sack_req(qp) || w->opcode != IBV_WR_RDMA_READ || psn == w->last_psn ||
+	       (uint32_t)(ur_psn_diff(psn, w->first_psn) + 1) % rc_read_chunk(qp) == 0;
+}
+
 /* The response at psn (end: a LAST or ONLY) was placed: advance and, on
  * its WQE's last, complete. */
 static void resp_placed(struct uroce_qp *qp, uint32_t psn, bool end, struct uroce_swqe *w)
@@ -335,12 +344,7 @@ static void resp_placed(struct uroce_qp *qp, uint32_t psn, bool end, struct uroc
 	qp->req.retry_cnt = qp->attr.retry_cnt;
 	if (qp->req.inflight)
 		qp->req.inflight--;
-	/* this request (READ chunk, atomic) is answered - with selective
-	 * repeat only at the end of a chunk: a request for a missing part
-	 * of one (req.c) ends inside it */
-	if (end && qp->req.rd_inflight &&
-	    (!rc_sack_req(qp) || w->opcode != IBV_WR_RDMA_READ || psn == w->last_psn ||
-	     (uint32_t)(ur_psn_diff(psn, w->first_psn) + 1) % rc_read_chunk(qp) == 0))
+	if (end && qp->req.rd_inflight && read_req_end(qp, w, psn))
 		qp->req.rd_inflight--;
 	if (psn == w->last_psn) {
 		w->state = UROCE_WQE_DONE;
@@ -394,19 +398,40 @@ static bool read_resp_ahead(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (!w || w->opcode != IBV_WR_RDMA_READ || (off = read_resp_off(qp, w, pkt)) < 0)
 		return false;
 	if (!rc_sack_placed(qp, pkt->psn)) {
+		struct uroce_sack *sk = qp->sk;
+		uint32_t k = pkt->psn % UR_SACK_WIN;
+
 		if (read_resp_copy(qp, w, (uint32_t)off, pkt, &st))
 			return false; /* fails in order, when una gets there */
-		qp->sk->rsp[pkt->psn % UR_SACK_WIN].psn = pkt->psn;
-		qp->sk->rsp[pkt->psn % UR_SACK_WIN].valid = true;
-		qp->sk->rsp[pkt->psn % UR_SACK_WIN].end = !!(pkt->mask & URM_END);
-		if (!qp->sk->rsp_hi_valid || ur_psn_diff(pkt->psn, qp->sk->rsp_hi) > 0)
-			qp->sk->rsp_hi = pkt->psn;
-		qp->sk->rsp_hi_valid = true;
+		sk->rsp[k].psn = pkt->psn;
+		sk->rsp[k].valid = true;
+		sk->rsp[k].end = !!(pkt->mask & URM_END);
+		/* A chunk's last response: the responder has answered that
+		 * request, and answers a request for a part missing before it
+		 * from memory (9.7.5.1.1), so the request no longer counts
+		 * against max_rd_atomic - the next READs go out while the gap
+		 * is repaired, instead of the pipeline stopping behind it. */
+		sk->rsp[k].rd_done = sk->rsp[k].end && qp->req.rd_inflight &&
+				     read_req_end(qp, w, pkt->psn);
+		if (sk->rsp[k].rd_done)
+			qp->req.rd_inflight--;
+		sk->nplaced++;
+		uroce_sack_read_gaps(qp, w, pkt->psn);
+		if (!sk->rsp_hi_valid || ur_psn_diff(pkt->psn, sk->rsp_hi) > 0)
+			sk->rsp_hi = pkt->psn;
+		sk->rsp_hi_valid = true;
 		uroce_qp_count(qp, out_of_seq, 1);
 	} else {
 		uroce_qp_count(qp, duplicates, 1);
 	}
-	retry_from_una(qp); /* once per una */
+	/* once per una - and again when a response to a request sent after
+	 * una was last asked for arrives without it (RACK): the request or
+	 * its answer was lost again */
+	if (qp->req.need_retry && qp->req.retry_psn == qp->req.una_psn &&
+	    uroce_sack_read_lost(qp, w, pkt->psn))
+		qp->req.need_retry = false;
+	retry_from_una(qp);
+	uroce_sack_read_tail(qp, pkt->psn);
 	return true;
 }
 
@@ -422,13 +447,26 @@ static void read_resp_drain(struct uroce_qp *qp)
 		struct uroce_swqe *w = wqe_for_psn(qp, psn);
 
 		qp->sk->rsp[psn % UR_SACK_WIN].valid = false;
+		if (qp->sk->nplaced)
+			qp->sk->nplaced--;
 		if (!w || w->opcode != IBV_WR_RDMA_READ)
 			return;
-		resp_placed(qp, psn, qp->sk->rsp[psn % UR_SACK_WIN].end, w);
+		/* (a chunk's last placed ahead ended its request then) */
+		resp_placed(qp, psn,
+			    qp->sk->rsp[psn % UR_SACK_WIN].end && !qp->sk->rsp[psn % UR_SACK_WIN].rd_done,
+			    w);
 	}
-	if (qp->attr.qp_state != IBV_QPS_ERR && qp->req.una_psn != una && qp->sk->rsp_hi_valid &&
-	    ur_psn_diff(qp->sk->rsp_hi, qp->req.una_psn) > 0)
-		retry_from_una(qp);
+	if (qp->attr.qp_state == IBV_QPS_ERR || qp->req.una_psn == una || !qp->sk->rsp_hi_valid ||
+	    ur_psn_diff(qp->sk->rsp_hi, qp->req.una_psn) <= 0)
+		return;
+	if (uroce_sack_read_pending(qp)) {
+		/* asked for already (uroce_sack_read_gaps): once more only if
+		 * a later answer shows it lost (read_resp_ahead) */
+		qp->req.need_retry = true;
+		qp->req.retry_psn = qp->req.una_psn;
+		return;
+	}
+	retry_from_una(qp);
 }
 
 static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)

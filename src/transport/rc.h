@@ -156,13 +156,14 @@ struct uroce_sack {
 	uint32_t cwnd;
 	uint64_t base_rtt_ns, cc_next_ns, target_ns;
 	uint64_t last_rtt_ns, loss_mode_until_ns;
-	/* requester: READ responses placed ahead of una (comp.c), the
-	 * highest of them */
-	uint32_t rsp_hi;
+	/* requester: READ responses placed ahead of una (comp.c), how many
+	 * (not in the network: rc_pipe), the highest of them; rd_done: a
+	 * chunk's last, which ended its request (rd_inflight) */
+	uint32_t rsp_hi, nplaced;
 	bool rsp_hi_valid;
 	struct {
 		uint32_t psn;
-		bool valid, end;
+		bool valid, end, rd_done;
 	} rsp[UR_SACK_WIN];
 };
 
@@ -203,11 +204,12 @@ static inline uint32_t rc_cwnd(const struct uroce_qp *qp)
  * stops the window for the round trips its recovery takes. */
 static inline uint32_t rc_pipe(const struct uroce_qp *qp)
 {
-	uint32_t n = qp->req.inflight;
+	uint32_t n = qp->req.inflight, out;
 
 	if (!qp->sk || !qp->sk->peer_resp)
 		return n;
-	return n > qp->sk->nsacked ? n - qp->sk->nsacked : 0;
+	out = qp->sk->nsacked + qp->sk->nplaced;
+	return n > out ? n - out : 0;
 }
 
 /* Congestion control: a round-trip sample (uroce_req_rtt), n packets
@@ -252,6 +254,18 @@ void uroce_sack_send(struct uroce_qp *qp, uint32_t psn);
  * responder may have dropped it since - a NAK, a reset requester): after
  * a go-back and at every timeout. */
 void uroce_sack_forget(struct uroce_qp *qp);
+/* Requester: the READ response at psn (of w) was placed ahead of una: ask
+ * again for the runs missing before it that were asked for before it. */
+void uroce_sack_read_gaps(struct uroce_qp *qp, const struct uroce_swqe *w, uint32_t psn);
+/* Requester: una's missing READ responses were asked for again after the
+ * newest one placed: the answer may still come. */
+bool uroce_sack_read_pending(struct uroce_qp *qp);
+/* Requester: the READ response at psn was placed ahead of una: if it is
+ * the last one asked for, probe soon for una's (a tail loss probe). */
+void uroce_sack_read_tail(struct uroce_qp *qp, uint32_t psn);
+/* Requester: went back (go-back-N after a NAK): forget as above, and
+ * count every READ chunk sent again against max_rd_atomic. */
+void uroce_sack_went_back(struct uroce_qp *qp);
 /* Requester: una moved from old: the held ones before it leave nsacked. */
 void uroce_sack_acked(struct uroce_qp *qp, uint32_t old);
 /* Requester: a selective ACK's bitmap: resend what it shows lost. */
@@ -264,6 +278,9 @@ void uroce_sack_probe(struct uroce_qp *qp);
  * held and resend a window from una (what go-back-N would resend first),
  * without moving the send state. */
 void uroce_sack_timeout(struct uroce_qp *qp);
+/* Requester: the READ response at psn (of w) arrived ahead of una, from a
+ * request sent after una was last asked for: una's answer was lost. */
+bool uroce_sack_read_lost(struct uroce_qp *qp, const struct uroce_swqe *w, uint32_t psn);
 /* Requester: its state, in the debug log (retries exhausted). */
 void uroce_sack_dump(struct uroce_qp *qp);
 /* Requester: send the request packet at psn again, as it was (req.c). */

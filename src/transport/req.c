@@ -547,7 +547,7 @@ void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
 	qp->req.psn = psn;
 	qp->req.inflight = 0;
 	if (qp->sk)
-		uroce_sack_forget(qp); /* all of it is sent again */
+		uroce_sack_went_back(qp); /* all of it is sent again */
 	qp->req.rd_inflight = 0;
 	qp->req.deadline_ns = 0;
 	qp->req.rtt_on = false;

@@ -29,6 +29,9 @@ static _Atomic unsigned long held_bytes;
  * delay a flow aims at above the smallest round trip it has seen, the
  * smallest window, and how much one decrease may take (Swift's beta and
  * max_mdf). */
+/* The soonest a tail loss probe follows the last response asked for. */
+#define SACK_TLP_MIN_NS 1000000ull
+
 #define CC_TARGET_US 1000u
 #define CC_MIN_PKTS  4u
 #define CC_BETA	     0.8
@@ -215,13 +218,31 @@ static struct uroce_sack_tx *tx_slot(struct uroce_qp *qp, uint32_t psn)
 	return t->valid && t->psn == psn ? t : NULL;
 }
 
-/* Resend psn's packet; its slot then carries the newest transmission. */
+/* A probe (uroce_req_timer) at now + wait unless one is due sooner, and
+ * unless the endpoint hears something before then: a tail loss probe. */
+static void tlp_arm(struct uroce_qp *qp, uint64_t wait)
+{
+	uint64_t t = uroce_now_ns() + (wait > SACK_TLP_MIN_NS ? wait : SACK_TLP_MIN_NS);
+
+	if (!qp->req.deadline_ns || t >= qp->req.deadline_ns)
+		return;
+	qp->req.probe_rx = atomic_load_explicit(&qp->ep->rx_batches, memory_order_relaxed);
+	qp->req.deadline_ns = t;
+	uroce_progress_arm(qp->ctx, t);
+}
+
+/* Resend psn's packet; its slot then carries the newest transmission.  A
+ * resend lost again is found when a selective ACK shows a later
+ * transmission arriving without it - but the window may be full, with
+ * nothing later to send: then a probe in about a round trip, not four. */
 static void resend(struct uroce_qp *qp, uint32_t psn)
 {
 	if (qp->req.rtt_on && ur_psn_diff(psn, qp->req.rtt_psn) <= 0)
 		qp->req.rtt_on = false; /* Karn: no sample across a resend */
-	if (uroce_req_resend(qp, psn))
+	if (uroce_req_resend(qp, psn)) {
 		uroce_qp_count(qp, retransmits, 1);
+		tlp_arm(qp, qp->req.srtt_ns + qp->req.srtt_ns / 2);
+	}
 }
 
 void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt)
@@ -325,15 +346,21 @@ void uroce_sack_probe(struct uroce_qp *qp)
 
 	uroce_qp_count(qp, retries, 1);
 	uroce_cc_loss(qp);
-	/* a READ (or atomic) at una whose responses stopped: ask for what
-	 * is missing of it; what follows waits for its answer */
-	if (uroce_wqe_idx_for_psn(qp, una, &i) && swqe_is_rd(swqe(qp, i))) {
-		resend(qp, una);
-		return;
-	}
 	do {
 		p = (p - 1) & UR_PSN_MASK;
 	} while (!tx_slot(qp, p) && ur_psn_diff(p, una) > 0);
+	/* a READ (or atomic) at una whose responses stopped: ask for what
+	 * is missing of it - and, unless it is the newest request, probe
+	 * with that one too: the responder may be holding requests behind
+	 * a lost one (a resent request lost again while the window is
+	 * full), and only a newer transmission's selective ACK shows it */
+	if (uroce_wqe_idx_for_psn(qp, una, &i) && swqe_is_rd(swqe(qp, i))) {
+		uint32_t j;
+
+		resend(qp, una);
+		if (p == una || (uroce_wqe_idx_for_psn(qp, p, &j) && j == i))
+			return;
+	}
 	resend(qp, p);
 }
 
@@ -424,6 +451,99 @@ void uroce_cc_loss(struct uroce_qp *qp)
 	sk->cc_next_ns = now + sk->last_rtt_ns;
 }
 
+/* The first PSN of the READ chunk of w that psn is in: where its request
+ * was sent. */
+static uint32_t read_chunk_start(const struct uroce_qp *qp, const struct uroce_swqe *w,
+				 uint32_t psn)
+{
+	uint32_t chunk = rc_read_chunk(qp), k = (uint32_t)ur_psn_diff(psn, w->first_psn);
+
+	return (w->first_psn + k / chunk * chunk) & UR_PSN_MASK;
+}
+
+/* Was the READ response at psn (of w) asked for after the request last
+ * sent at s?  The responder answers requests in the order they arrive, so
+ * then s's answer came before it - and was lost (RACK, by transmission
+ * order). */
+static bool read_asked_after(struct uroce_qp *qp, const struct uroce_swqe *w, uint32_t psn,
+			     uint32_t s)
+{
+	uint32_t c = read_chunk_start(qp, w, psn);
+	const struct uroce_sack_tx *t = tx_slot(qp, c), *u = tx_slot(qp, s);
+
+	return t && u && c != s && (int32_t)(t->seq - u->seq) > 0;
+}
+
+bool uroce_sack_read_lost(struct uroce_qp *qp, const struct uroce_swqe *w, uint32_t psn)
+{
+	return ur_psn_diff(read_chunk_start(qp, w, psn), qp->req.una_psn) > 0 &&
+	       read_asked_after(qp, w, psn, qp->req.una_psn);
+}
+
+void uroce_sack_read_gaps(struct uroce_qp *qp, const struct uroce_swqe *w, uint32_t psn)
+{
+	uint32_t una = qp->req.una_psn, e = (psn - 1) & UR_PSN_MASK;
+
+	/* Every run of missing responses before psn, back to the previous
+	 * one placed, chunk by chunk (a request asks for one chunk at most):
+	 * asked for again now, unless asked for since psn's request - not
+	 * one gap per round trip as una reaches each.  The run at una is
+	 * retry_from_una's (comp.c). */
+	while (ur_psn_diff(e, una) > 0 && !rc_sack_placed(qp, e)) {
+		const struct uroce_sack_tx *t;
+		uint32_t c, s = e, i;
+
+		if (!uroce_wqe_idx_for_psn(qp, e, &i) || swqe(qp, i)->opcode != IBV_WR_RDMA_READ)
+			return;
+		c = read_chunk_start(qp, swqe(qp, i), e);
+		while (s != c && ur_psn_diff(s, una) > 0 && !rc_sack_placed(qp, (s - 1) & UR_PSN_MASK))
+			s = (s - 1) & UR_PSN_MASK;
+		if (s == una)
+			return;
+		t = tx_slot(qp, s);
+		if (!t || read_asked_after(qp, w, psn, s) || s == read_chunk_start(qp, w, psn))
+			resend(qp, s);
+		if (s != c)
+			return; /* the response before the run is placed */
+		e = (s - 1) & UR_PSN_MASK;
+	}
+}
+
+bool uroce_sack_read_pending(struct uroce_qp *qp)
+{
+	uint32_t i, una = qp->req.una_psn;
+	struct uroce_swqe *w;
+
+	/* una's run was asked for after the newest response placed was: its
+	 * answer may be on the way */
+	if (!qp->sk->rsp_hi_valid || !uroce_wqe_idx_for_psn(qp, qp->sk->rsp_hi, &i))
+		return false;
+	w = swqe(qp, i);
+	return w->opcode == IBV_WR_RDMA_READ && tx_slot(qp, una) &&
+	       !read_asked_after(qp, w, qp->sk->rsp_hi, una);
+}
+
+void uroce_sack_read_tail(struct uroce_qp *qp, uint32_t psn)
+{
+	/* The newest response asked for is here: the responder has answered
+	 * every request but those sent after it - una's re-request, whose
+	 * answer comes next, or not at all.  No later request will tell
+	 * (the window may be full): a probe soon, as TCP's tail loss probe,
+	 * instead of at four round trips - unless the endpoint hears more. */
+	if (ur_psn_diff(qp->req.psn, psn) == 1 && qp->req.need_retry &&
+	    qp->req.retry_psn == qp->req.una_psn)
+		tlp_arm(qp, qp->req.srtt_ns / 2);
+}
+
+void uroce_sack_went_back(struct uroce_qp *qp)
+{
+	uroce_sack_forget(qp);
+	/* every READ chunk from una on is asked for again and counts against
+	 * max_rd_atomic until its last response, placed ahead or not */
+	for (uint32_t i = 0; i < UR_SACK_WIN; i++)
+		qp->sk->rsp[i].rd_done = false;
+}
+
 /* Requester: what a failure to make progress leaves behind (debug log). */
 void uroce_sack_dump(struct uroce_qp *qp)
 {
@@ -431,22 +551,24 @@ void uroce_sack_dump(struct uroce_qp *qp)
 	uint32_t una = qp->req.una_psn;
 
 	ur_dbg("QP 0x%06x req: una %u psn %u max %u inflight %u rd %u retry %d need_retry %d@%u "
-	       "sq %u/%u/%u off %u nsacked %u rx_no %u",
+	       "sq %u/%u/%u off %u nsacked %u rx_no %u srtt %lu",
 	       qp->ibqp.qp_base.qp_num, una, qp->req.psn, qp->req.max_psn, qp->req.inflight,
 	       qp->req.rd_inflight, qp->req.retry_cnt, qp->req.need_retry, qp->req.retry_psn,
 	       qp->sq.tail, qp->sq.req, qp->sq.head, qp->req.offset, sk ? sk->nsacked : 0,
-	       sk ? sk->sack_rx_no : 0);
+	       sk ? sk->sack_rx_no : 0, (unsigned long)qp->req.srtt_ns);
 	for (uint32_t i = qp->sq.tail; i != qp->sq.head && i - qp->sq.tail < 8; i++) {
 		struct uroce_swqe *w = swqe(qp, i);
 
 		ur_dbg("  wqe %u op %d len %u state %d psn %u..%u", i, w->opcode, w->length,
 		       w->state, w->first_psn, w->last_psn);
 	}
-	for (uint32_t p = una; sk && ur_psn_diff(p, qp->req.psn) < 0 && p - una < 64;
+	for (uint32_t p = una, n = 0; sk && ur_psn_diff(p, qp->req.psn) < 0 && n < 48;
 	     p = (p + 1) & UR_PSN_MASK) {
 		struct uroce_sack_tx *t = tx_slot(qp, p);
 
-		if (t || rc_sack_placed(qp, p))
+		/* what is not known received: sent and not held, or a READ
+		 * response not placed */
+		if ((t && !t->sacked) || (!t && !rc_sack_placed(qp, p) && n++ < 48))
 			ur_dbg("  psn %u tx %s seq %u sacked %d placed %d", p, t ? "yes" : "no",
 			       t ? t->seq : 0, t ? t->sacked : 0, rc_sack_placed(qp, p));
 	}
