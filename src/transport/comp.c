@@ -411,8 +411,8 @@ static bool read_resp_ahead(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		 * from memory (9.7.5.1.1), so the request no longer counts
 		 * against max_rd_atomic - the next READs go out while the gap
 		 * is repaired, instead of the pipeline stopping behind it. */
-		sk->rsp[k].rd_done = sk->rsp[k].end && qp->req.rd_inflight &&
-				     read_req_end(qp, w, pkt->psn);
+		sk->rsp[k].rd_done =
+		    sk->rsp[k].end && qp->req.rd_inflight && read_req_end(qp, w, pkt->psn);
 		if (sk->rsp[k].rd_done)
 			qp->req.rd_inflight--;
 		sk->nplaced++;
@@ -453,7 +453,8 @@ static void read_resp_drain(struct uroce_qp *qp)
 			return;
 		/* (a chunk's last placed ahead ended its request then) */
 		resp_placed(qp, psn,
-			    qp->sk->rsp[psn % UR_SACK_WIN].end && !qp->sk->rsp[psn % UR_SACK_WIN].rd_done,
+			    qp->sk->rsp[psn % UR_SACK_WIN].end &&
+				!qp->sk->rsp[psn % UR_SACK_WIN].rd_done,
 			    w);
 	}
 	if (qp->attr.qp_state == IBV_QPS_ERR || qp->req.una_psn == una || !qp->sk->rsp_hi_valid ||

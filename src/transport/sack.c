@@ -496,7 +496,8 @@ void uroce_sack_read_gaps(struct uroce_qp *qp, const struct uroce_swqe *w, uint3
 		if (!uroce_wqe_idx_for_psn(qp, e, &i) || swqe(qp, i)->opcode != IBV_WR_RDMA_READ)
 			return;
 		c = read_chunk_start(qp, swqe(qp, i), e);
-		while (s != c && ur_psn_diff(s, una) > 0 && !rc_sack_placed(qp, (s - 1) & UR_PSN_MASK))
+		while (s != c && ur_psn_diff(s, una) > 0 &&
+		       !rc_sack_placed(qp, (s - 1) & UR_PSN_MASK))
 			s = (s - 1) & UR_PSN_MASK;
 		if (s == una)
 			return;

@@ -144,6 +144,10 @@ static void test_request_loss(void)
 	    {"two holes", "drop_to=%B:1+3,drop_to=%B:1+5", 2, true},
 	    {"a burst of 3", "drop_to=%B:3+4", 3, true},
 	    {"a middle packet and the SACK", "drop_to=%B:1+5,drop_to=%A:1+1", 1, true},
+	    /* the 10th packet to B that survives the first drop: the resend
+	     * of the 6th - lost again, with nothing later to send (a tail
+	     * loss probe finds it) */
+	    {"a middle packet and its resend", "drop_to=%B:1+5,drop_to=%B:1+9", 2, true},
 	    {"the first ACK", "drop_to=%A:1+1", 0, false},
 	};
 	static const enum ibv_wr_opcode ops[] = {IBV_WR_RDMA_WRITE, IBV_WR_SEND,
@@ -176,9 +180,15 @@ static void test_request_loss(void)
  * the first missing response, nothing after it is resent. */
 static void test_read_loss(void)
 {
-	static const char *const spec[] = {"drop_to=%A:1+1", "drop_to=%A:1+5",
-					   "drop_to=%A:1+9", "drop_to=%A:3+3",
-					   "drop_to=%B:1+1", "drop_to=%A:1+3,drop_to=%A:1+6"};
+	/* ... and a response and the answer to its re-request (the 10th
+	 * packet to A that survives the first drop) */
+	static const char *const spec[] = {"drop_to=%A:1+1",
+					   "drop_to=%A:1+5",
+					   "drop_to=%A:1+9",
+					   "drop_to=%A:3+3",
+					   "drop_to=%B:1+1",
+					   "drop_to=%A:1+3,drop_to=%A:1+6",
+					   "drop_to=%A:1+3,drop_to=%A:1+9"};
 
 	for (unsigned int i = 0; i < sizeof(spec) / sizeof(spec[0]); i++) {
 		struct outcome r = run(IBV_WR_RDMA_READ, spec[i], -1);
