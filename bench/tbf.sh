@@ -53,11 +53,13 @@ tc -n "$S" qdisc add dev vs root tbf rate "$RATE" burst 32kb latency 2ms || die 
 
 tbf_drops() { tc -n "$S" -s qdisc show dev vs | awk '/dropped/ { sub(",", "", $7); print $7; exit }'; }
 
-# run_uroce LABEL COUNT ENV...: COUNT ib_write_bw flows at once
+# run_uroce LABEL COUNT ENV...: COUNT ib_write_bw flows at once (the
+# servers, then after a second the clients; SRV=1 / CLI=1: only those)
 run_uroce() {
 	local label=$1 n=$2 i port
 	shift 2
 	for ((i = 0; i < n; i++)); do
+		[[ ${CLI:-} ]] && break
 		port=$((19000 + RANDOM % 5000))
 		echo "$port" >"$OUT/$label.$i.port"
 		ip netns exec "$R" env UROCE_LOG=info "$@" timeout $((DUR + 30)) "$B/bin/uroce" run -- \
@@ -65,7 +67,8 @@ run_uroce() {
 			>"$OUT/$label.$i.srv" 2>&1 &
 		PIDS+=($!)
 	done
-	sleep 1
+	[[ ${SRV:-} ]] && return
+	[[ ${CLI:-} ]] || sleep 1
 	for ((i = 0; i < n; i++)); do
 		port=$(cat "$OUT/$label.$i.port")
 		ip netns exec "$S" env UROCE_LOG=info "$@" timeout $((DUR + 30)) "$B/bin/uroce" run -- \
@@ -79,12 +82,14 @@ run_uroce() {
 run_tcp() {
 	local label=$1 n=$2 i port
 	for ((i = 0; i < n; i++)); do
+		[[ ${CLI:-} ]] && break
 		port=$((24000 + RANDOM % 5000))
 		echo "$port" >"$OUT/$label.t$i.port"
 		ip netns exec "$R" timeout $((DUR + 30)) qperf -lp "$port" >/dev/null 2>&1 &
 		PIDS+=($!)
 	done
-	sleep 1
+	[[ ${SRV:-} ]] && return
+	[[ ${CLI:-} ]] || sleep 1
 	for ((i = 0; i < n; i++)); do
 		port=$(cat "$OUT/$label.t$i.port")
 		ip netns exec "$S" timeout $((DUR + 30)) qperf -lp "$port" -t "$DUR" 10.203.0.2 tcp_bw \
@@ -129,9 +134,12 @@ one() { # LABEL DESCRIPTION KIND(uroce|tcp|mixed) COUNT ENV...
 	case $kind in
 	uroce) run_uroce "$label" "$n" "$@" ;;
 	tcp) run_tcp "$label" "$n" ;;
-	mixed)
-		run_uroce "$label" 1 "$@"
-		run_tcp "$label" 1
+	mixed) # both servers, then both clients: the flows start together
+		SRV=1 run_uroce "$label" 1 "$@"
+		SRV=1 run_tcp "$label" 1
+		sleep 1
+		CLI=1 run_uroce "$label" 1 "$@"
+		CLI=1 run_tcp "$label" 1
 		;;
 	esac
 	wait_all

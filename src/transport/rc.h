@@ -155,7 +155,9 @@ struct uroce_sack {
 	bool cc;
 	uint32_t cwnd;
 	uint64_t base_rtt_ns, cc_next_ns, target_ns;
-	uint64_t last_rtt_ns, loss_mode_until_ns;
+	uint64_t last_rtt_ns;
+	bool loss_mode; /* competing with a queue filler (sack.c) */
+	uint8_t low_rtts;
 	/* requester: READ responses placed ahead of una (comp.c), how many
 	 * (not in the network: rc_pipe), the highest of them; rd_done: a
 	 * chunk's last, which ended its request (rd_inflight) */
