@@ -142,6 +142,10 @@ struct uroce_sack {
 	uint32_t nheld;
 	uint16_t held_epoch; /* the requester incarnation they came from */
 	struct uroce_pkt *held;
+	/* responder: spare buffers for the copies, a list linked through
+	 * their first bytes (sack.c) */
+	uint8_t *pool;
+	uint32_t npool;
 	/* responder: the number of the last selective ACK sent (its high
 	 * byte); requester: of the newest one received, if any */
 	uint8_t sack_no, sack_rx_no;
@@ -250,6 +254,8 @@ static inline void uroce_sack_rx(struct uroce_qp *qp, const struct uroce_pkt *pk
 bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt);
 /* Responder: the held packet at psn, moved to *pkt (free pkt->bth). */
 bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt);
+/* Responder: a held packet's copy (uroce_sack_take's) is done with. */
+void uroce_sack_put(struct uroce_qp *qp, struct uroce_pkt *pkt);
 /* Responder: send a selective ACK acknowledging psn, describing the held. */
 void uroce_sack_send(struct uroce_qp *qp, uint32_t psn);
 /* Requester: forget what selective ACKs showed held (RFC 2018, 8: the

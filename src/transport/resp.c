@@ -672,6 +672,6 @@ void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	 * they had arrived in order. */
 	while (uroce_sack_take(qp, qp->resp.psn, &held)) {
 		rcv_request(qp, &held);
-		free(held.bth);
+		uroce_sack_put(qp, &held);
 	}
 }
