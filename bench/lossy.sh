@@ -2,8 +2,8 @@
 # RC ib_write_bw / ib_send_bw / ib_read_bw, 64 KiB, on uroce_lo with random
 # loss from UROCE_FAULT (drop on transmit in both processes: requests, ACKs,
 # selective ACKs and READ responses alike) against the loss-free run, in one
-# run, reps interleaved: selective repeat (the default), with congestion
-# control (UROCE_CC=1) and IBTA go-back-N (UROCE_SACK=0).  Retransmitted
+# run, reps interleaved: selective repeat with congestion control (the
+# default), without it (UROCE_CC=0) and IBTA go-back-N (UROCE_SACK=0).  Retransmitted
 # packets (the requester's retransmitted_pkts) against the packets
 # UROCE_FAULT dropped, from the counters each process logs at exit
 # (UROCE_LOG=info).
@@ -11,7 +11,7 @@
 # wire, which faulted runs never take; BASE_DROP=0.000001: through the
 # fault injector's transmit path, which costs the loss-free rate 20-30%).
 # Usage: bench/lossy.sh [BUILD_DIR]   (REPS=3 DUR=4 TESTS="ib_write_bw
-# ib_send_bw ib_read_bw" VARIANTS="1 2 0": 1 selective repeat, 2 with CC,
+# ib_send_bw ib_read_bw" VARIANTS="1 2 0": 1 selective repeat without CC, 2 with,
 # 0 go-back-N)
 set -uo pipefail
 B=${1:-$(dirname "$0")/../build}
@@ -47,7 +47,7 @@ one() { # TEST DROP VARIANT REP -> "MiB/s resent dropped"
 	cat "$f.cli" "$f.srv" | grep -ho "fault_drop [0-9]*" | awk '{ s += $2 } END { printf "%d\n", s }'
 }
 
-VARIANT=("go-back-N (UROCE_SACK=0)" "selective (default)" "selective + UROCE_CC=1")
+VARIANT=("go-back-N (UROCE_SACK=0)" "selective, UROCE_CC=0" "selective + CC (default)")
 TESTS=${TESTS:-ib_write_bw ib_send_bw ib_read_bw}
 VARIANTS=${VARIANTS:-1 2 0}
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }'; }

@@ -164,11 +164,11 @@ if [[ -n ${ONLY:-} ]]; then
 	exit 0
 fi
 one u1 "1 uroce flow alone, UROCE_CC=1" uroce 1 UROCE_SACK=1 UROCE_CC=1
-one u1n "1 uroce flow alone, SACK only" uroce 1 UROCE_SACK=1
+one u1n "1 uroce flow alone, SACK only" uroce 1 UROCE_SACK=1 UROCE_CC=0
 one tcp "$N TCP flows (qperf)" tcp "$N"
 one cc "$N uroce flows, UROCE_CC=1" uroce "$N" UROCE_SACK=1 UROCE_CC=1
-one nocc "$N uroce flows, SACK only" uroce "$N" UROCE_SACK=1
+one nocc "$N uroce flows, SACK only" uroce "$N" UROCE_SACK=1 UROCE_CC=0
 one gbn "$N uroce, go-back-N" uroce "$N" UROCE_SACK=0
 one mix "1 uroce (UROCE_CC=1) + 1 TCP" mixed 1 UROCE_SACK=1 UROCE_CC=1
-one mixnocc "1 uroce (SACK only) + 1 TCP" mixed 1 UROCE_SACK=1
+one mixnocc "1 uroce (SACK only) + 1 TCP" mixed 1 UROCE_SACK=1 UROCE_CC=0
 echo "raw output: $OUT"
