@@ -218,6 +218,9 @@ static inline uint32_t rc_pipe(const struct uroce_qp *qp)
 	return n > out ? n - out : 0;
 }
 
+/* Congestion control (cc.c): at RTR, the window and UROCE_CC (on unless
+ * 0), UROCE_CC_TARGET_US. */
+void uroce_cc_init(struct uroce_qp *qp);
 /* Congestion control: a round-trip sample (uroce_req_rtt), n packets
  * newly acknowledged, a retransmission timeout. */
 void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns);

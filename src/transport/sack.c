@@ -25,22 +25,9 @@
 #define SACK_HELD_MAX (64u << 20)
 static _Atomic unsigned long held_bytes;
 
-/* Congestion control (docs/design.md, "Congestion control"): the queueing
- * delay a flow aims at above the smallest round trip it has seen, the
- * smallest window, and how much one decrease may take (Swift's beta and
- * max_mdf). */
-/* The soonest a tail loss probe follows the last response asked for. */
+/* The soonest a tail loss probe follows a resend or the last response
+ * asked for (tlp_arm). */
 #define SACK_TLP_MIN_NS 1000000ull
-
-#define CC_TARGET_US 1000u
-#define CC_MIN_PKTS  4u
-#define CC_BETA	     0.8
-#define CC_MAX_MDF   0.5
-/* Loss mode: the decrease on a loss (CUBIC's beta), and the samples in a
- * row at most at the target that end it. */
-#define CC_LOSS_BETA 0.7
-#define CC_LOW_EXIT  8u
-#define CC_LOSS_AI   2u
 
 int uroce_sack_init(struct uroce_qp *qp)
 {
@@ -54,16 +41,7 @@ int uroce_sack_init(struct uroce_qp *qp)
 	qp->sk = calloc(1, sizeof(*qp->sk));
 	if (!qp->sk)
 		return -ENOMEM;
-	/* on unless UROCE_CC=0: a shared bottleneck needs it (4 flows into
-	 * a 1 Gbit/s tbf: 94% of the link, 2% resent, against 87% and 35%
-	 * without), and with two long samples in a row needed for a
-	 * decrease the loss-free rates on one host no longer suffer from
-	 * CPU-scheduling delay (docs/selective-repeat.md) */
-	e = getenv("UROCE_CC");
-	qp->sk->cc = !(e && !strcmp(e, "0"));
-	qp->sk->cwnd = UROCE_WINDOW << 10;
-	e = getenv("UROCE_CC_TARGET_US");
-	qp->sk->target_ns = (e && atoi(e) > 0 ? (uint64_t)atoi(e) : CC_TARGET_US) * 1000;
+	uroce_cc_init(qp);
 	return 0;
 }
 
@@ -415,113 +393,6 @@ void uroce_sack_probe(struct uroce_qp *qp)
 			return;
 	}
 	resend(qp, p);
-}
-
-/* A round trip sample (one per round trip, never of a resent packet).
- * Delay mode: above the target - in this sample and the one before, so
- * that one descheduled peer (CPU, not a queue) does not count - a
- * multiplicative decrease proportional to the excess (Swift), at most
- * once per round trip.  Random loss does not move the window: selective
- * repeat recovers it at the cost of the lost packets alone, and a
- * drop-tail bottleneck shows itself by delay before it drops.  Loss mode
- * (uroce_cc_loss): the window answers loss only, until CC_LOW_EXIT
- * samples in a row show the queue gone. */
-void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
-{
-	struct uroce_sack *sk = qp->sk;
-	uint64_t target, now, prev, d;
-	double f;
-
-	if (!sk || !sk->cc)
-		return;
-	if (!sk->base_rtt_ns || rtt_ns < sk->base_rtt_ns)
-		sk->base_rtt_ns = rtt_ns;
-	prev = sk->last_rtt_ns ? sk->last_rtt_ns : rtt_ns;
-	sk->last_rtt_ns = rtt_ns;
-	target = sk->base_rtt_ns + sk->target_ns;
-	if (sk->loss_mode) {
-		sk->low_rtts = rtt_ns <= target ? sk->low_rtts + 1 : 0;
-		if (sk->low_rtts >= CC_LOW_EXIT)
-			sk->loss_mode = false;
-		return;
-	}
-	d = rtt_ns < prev ? rtt_ns : prev;
-	if (d <= target)
-		return;
-	now = uroce_now_ns();
-	if (now < sk->cc_next_ns)
-		return;
-	if (sk->cwnd <= (2 * CC_MIN_PKTS) << 10) {
-		/* the queue stays long with our window at its smallest: it
-		 * is someone else's - compete on loss (uroce_cc_loss) */
-		sk->loss_mode = true;
-		sk->low_rtts = 0;
-		return;
-	}
-	f = 1.0 - CC_BETA * (double)(d - target) / (double)d;
-	if (f < 1.0 - CC_MAX_MDF)
-		f = 1.0 - CC_MAX_MDF;
-	sk->cwnd = (uint32_t)(sk->cwnd * f);
-	if (sk->cwnd < CC_MIN_PKTS << 10)
-		sk->cwnd = CC_MIN_PKTS << 10;
-	sk->cc_next_ns = now + rtt_ns;
-}
-
-/* Additive increase: one packet per window acknowledged; in loss mode
- * CC_LOSS_AI, as a TCP flow gains about one segment of up to 1,448 bytes
- * per round trip and uroce's packets carry 1,024 over Ethernet. */
-void uroce_cc_acked(struct uroce_qp *qp, uint32_t n)
-{
-	struct uroce_sack *sk = qp->sk;
-	uint32_t w;
-
-	if (!sk || !sk->cc || !n)
-		return;
-	w = sk->cwnd >> 10;
-	sk->cwnd += (n << 10) * (sk->loss_mode ? CC_LOSS_AI : 1) / (w ? w : 1);
-	if (sk->cwnd > UROCE_WINDOW << 10)
-		sk->cwnd = UROCE_WINDOW << 10;
-}
-
-void uroce_cc_timeout(struct uroce_qp *qp)
-{
-	struct uroce_sack *sk = qp->sk;
-
-	if (!sk || !sk->cc)
-		return;
-	sk->cwnd /= 2;
-	if (sk->cwnd < CC_MIN_PKTS << 10)
-		sk->cwnd = CC_MIN_PKTS << 10;
-}
-
-/* A loss while the queue is long (the last round trip above the target):
- * the bottleneck overflows, so a flow that fills queues until they drop
- * (TCP) may share it.  Against such a flow, backing off on delay would
- * hand it the link: the window answers loss only from then on (loss
- * mode: CUBIC's decrease to 0.7, once per round trip; the additive
- * increase as ever), as TCP's does, until the queue is seen gone
- * (uroce_cc_rtt).  A loss with short queues (random loss, UROCE_FAULT)
- * changes nothing. */
-void uroce_cc_loss(struct uroce_qp *qp)
-{
-	struct uroce_sack *sk = qp->sk;
-	uint64_t now;
-
-	if (!sk || !sk->cc || !sk->base_rtt_ns)
-		return;
-	if (!sk->loss_mode) {
-		if (sk->last_rtt_ns <= sk->base_rtt_ns + sk->target_ns)
-			return;
-		sk->loss_mode = true;
-		sk->low_rtts = 0;
-	}
-	now = uroce_now_ns();
-	if (now < sk->cc_next_ns)
-		return;
-	sk->cwnd = (uint32_t)(sk->cwnd * CC_LOSS_BETA);
-	if (sk->cwnd < CC_MIN_PKTS << 10)
-		sk->cwnd = CC_MIN_PKTS << 10;
-	sk->cc_next_ns = now + sk->last_rtt_ns;
 }
 
 /* The first PSN of the READ chunk of w that psn is in: where its request
