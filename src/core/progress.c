@@ -91,10 +91,21 @@ static void drain_wake(struct uroce_ctx *ctx)
 		ur_trace("wake read: %s", strerror(errno));
 }
 
+/* ... and only once it has polled without a pause (polls at most
+ * UROCE_APP_POLL_BURST_GAP_NS apart, src/verbs/cq.c) for
+ * UROCE_APP_POLL_SPIN_NS: an application that polls in short bursts between
+ * waits elsewhere (ucx_perftest's one-sided target: 0.2 ms of polls, then
+ * 1 ms in poll(2) on a socket) is not waited for, or every READ and atomic
+ * it serves waits for its next burst (ucp_get: a 1 ms median). */
+#define UROCE_APP_POLL_SPIN_NS 1000000ull
+
 static bool app_polling(struct uroce_ctx *ctx, uint64_t now)
 {
-	return now - atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed) <
-	       UROCE_APP_POLL_GRACE_NS;
+	uint64_t last = atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed);
+
+	return now - last < UROCE_APP_POLL_GRACE_NS &&
+	       last - atomic_load_explicit(&ctx->app_burst_ns, memory_order_relaxed) >=
+		   UROCE_APP_POLL_SPIN_NS;
 }
 
 /* Bounded spin (UROCE_SPIN_US, default 50): after traffic, keep reading the

@@ -169,6 +169,8 @@ struct uroce_ctx {
 	int wake_epfd;		   /* epoll with only wake_fd: sleep while the app polls */
 	atomic_ullong app_poll_ns; /* last time an application thread polled a CQ */
 	atomic_bool prog_deep;	   /* the thread sleeps on the sockets, unbounded by a slice */
+	/* when the application's polls began to come close together (src/verbs/cq.c) */
+	atomic_ullong app_burst_ns;
 	/* QPs with timers, scanned by the progress thread */
 	struct uroce_qp **qps;
 	int nqps, qps_cap;
