@@ -41,9 +41,6 @@ struct uroce_ep_rx {
 		struct cmsghdr align;
 	} ctl[RX_BATCH];
 	uint8_t data[RX_BATCH][RX_BUFSZ];
-	/* read prediction (poll_udp), rx_lock held */
-	uint8_t singles; /* recvmmsg calls in a row that returned one datagram */
-	uint8_t run;	 /* single reads in a row that found one */
 };
 
 static void set_bufsz(int fd, int opt_force, int opt)
@@ -745,66 +742,27 @@ static void batch_done(struct uroce_ep *ep, int n, bool app)
 	uroce_ep_flush(ep); /* and what they made the QPs send */
 }
 
-/* Read prediction.  A ping-pong finds one datagram per successful read,
- * and recvmmsg then pays for a second, empty read and a header per slot
- * before it returns (loopback, 20-byte datagrams, medians: recvmsg 1.24-1.47
- * us, recvmmsg of 16 1.56-2.19 us): after UROCE_RX_SINGLES reads in a row
- * that returned one datagram, the socket is read with one recvmsg per call,
- * and the batch is done with it; UROCE_RX_RUN single reads in a row that
- * each found a datagram (a stream) go back to recvmmsg. */
-enum { UROCE_RX_SINGLES = 4, UROCE_RX_RUN = 4 };
-
-static int rx_read(struct uroce_ep *ep, int want, bool drain)
-{
-	struct uroce_ep_rx *rx = ep->rx;
-	bool single = !drain && rx->singles >= UROCE_RX_SINGLES;
-	int n;
-
-	if (single)
-		want = 1;
-	for (int i = 0; i < want; i++) {
-		struct msghdr *h = &rx->msg[i].msg_hdr;
-
-		h->msg_name = &rx->from[i];
-		h->msg_namelen = sizeof(rx->from[i]);
-		h->msg_control = rx->ctl[i].buf;
-		h->msg_controllen = sizeof(rx->ctl[i].buf);
-		h->msg_flags = 0;
-	}
-	if (!single) {
-		n = recvmmsg(ep->fd, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
-		if (n > 1)
-			rx->singles = 0;
-		else if (n == 1 && want > 1 && rx->singles < UROCE_RX_SINGLES)
-			rx->singles++;
-		rx->run = 0;
-		return n;
-	}
-	do {
-		ssize_t r = recvmsg(ep->fd, &rx->msg[0].msg_hdr, MSG_DONTWAIT);
-
-		n = r < 0 ? -1 : 1;
-		rx->msg[0].msg_len = r < 0 ? 0 : (unsigned int)r;
-	} while (n < 0 && errno == EINTR);
-	if (n < 0)
-		rx->run = 0;
-	else if (++rx->run >= UROCE_RX_RUN)
-		rx->singles = rx->run = 0;
-	return n;
-}
-
-/* The UDP socket: recvmmsg batches until budget or an empty read (one
- * read while the prediction says single datagrams; all of them with
- * drain).  rx_lock held. */
-static int poll_udp(struct uroce_ep *ep, int budget, bool app, bool drain)
+/* The UDP socket: recvmmsg batches until budget or an empty read
+ * (rx_lock held). */
+static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 {
 	struct uroce_ep_rx *rx = ep->rx;
 	int done = 0;
 
 	while (done < budget) {
 		int want = budget - done < RX_BATCH ? budget - done : RX_BATCH;
-		int n = rx_read(ep, want, drain);
+		int n;
 
+		for (int i = 0; i < want; i++) {
+			struct msghdr *h = &rx->msg[i].msg_hdr;
+
+			h->msg_name = &rx->from[i];
+			h->msg_namelen = sizeof(rx->from[i]);
+			h->msg_control = rx->ctl[i].buf;
+			h->msg_controllen = sizeof(rx->ctl[i].buf);
+			h->msg_flags = 0;
+		}
+		n = recvmmsg(ep->fd, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
 		uroce_shm_udp_seen(ep, n > 0);
 		if (n <= 0)
 			break;
@@ -820,7 +778,7 @@ static int poll_udp(struct uroce_ep *ep, int budget, bool app, bool drain)
 		done += n;
 		batch_done(ep, n, app);
 		if (n < want)
-			break; /* and after a single read */
+			break;
 	}
 	return done;
 }
@@ -829,7 +787,7 @@ static int poll_udp(struct uroce_ep *ep, int budget, bool app, bool drain)
  * so they are delivered first (shm.c calls this, rx_lock held). */
 static void shm_udp_first(struct uroce_ep *ep)
 {
-	poll_udp(ep, 16 * RX_BATCH, deferring_acks, true);
+	poll_udp(ep, 16 * RX_BATCH, deferring_acks);
 }
 
 /* The same-host rings (src/net/shm.c): batches of up to RX_BATCH packets,
@@ -865,7 +823,7 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp)
 	deferring_acks = app;
 	done = poll_shm(ep, budget, app);
 	if (every_udp || uroce_shm_udp_due(ep))
-		done += poll_udp(ep, budget - done, app, false);
+		done += poll_udp(ep, budget - done, app);
 	if (uroce_fault_on(ep->ctx))
 		released = uroce_fault_release(ep, &fault_ops);
 	if (released || (!app && atomic_load_explicit(&ep->ack_owed, memory_order_relaxed)))
