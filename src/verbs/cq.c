@@ -330,11 +330,6 @@ void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
  * uroce_cq_drive). */
 #define UROCE_POLL_YIELD_NS 20000ull
 
-/* Polls further apart than this start a new burst (ctx->app_burst_ns): the
- * progress thread stays out of the way of an application only once its
- * polls have come closer together than this for a while (progress.c). */
-#define UROCE_APP_POLL_BURST_GAP_NS 200000ull
-
 /* Co-located peers.  When both ends of a ping-pong run on one CPU (two
  * processes the scheduler put together, which on a loaded 2-core machine
  * happens for whole runs), the peer cannot answer while we spin: every
@@ -397,7 +392,7 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	}
 	now = uroce_now_ns();
 	if (now - atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed) >
-	    UROCE_APP_POLL_BURST_GAP_NS)
+	    UROCE_APP_POLL_GAP_NS)
 		atomic_store_explicit(&ctx->app_burst_ns, now, memory_order_relaxed);
 	atomic_store_explicit(&ctx->app_poll_ns, now, memory_order_relaxed);
 	nep = atomic_load(&ctx->nep);
