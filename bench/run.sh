@@ -786,6 +786,10 @@ sec_mw() {
 		mpi_point tcp 1048576 "$r" 300
 		# the same over uroce's UDP path (UROCE_SHM=0): what two hosts get
 		ucx_point tag_lat 8 "$r" lat_us 10000 rc_verbs_udp
+		# a one-sided READ whose target polls in bursts (its barrier loop)
+		ucx_point ucp_get 8 "$r" lat_us 2000 rc_verbs
+		ucx_point ucp_get 8 "$r" lat_us 2000 rc_verbs_udp
+		ucx_point ucp_get 8 "$r" lat_us 2000 tcp
 		mpi_point uroce_udp 8 "$r" 5000
 		mpi_point uroce_udp 1048576 "$r" 300
 	done

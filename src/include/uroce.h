@@ -148,6 +148,9 @@ struct uroce_ep {
 #define uroce_qp_stat(qp, field, n)                                                                \
 	atomic_fetch_add_explicit(&(qp)->stats->c.field, (n), memory_order_relaxed)
 
+/* Application polls further apart than this are a pause (progress.c). */
+#define UROCE_APP_POLL_GAP_NS 200000ull
+
 /* ---- Context ---- */
 struct uroce_ctx {
 	struct verbs_context vctx; /* must be first; ibv_context is its last member */
@@ -169,6 +172,9 @@ struct uroce_ctx {
 	int wake_epfd;		   /* epoll with only wake_fd: sleep while the app polls */
 	atomic_ullong app_poll_ns; /* last time an application thread polled a CQ */
 	atomic_bool prog_deep;	   /* the thread sleeps on the sockets, unbounded by a slice */
+	/* when the application's polls began to come less than
+	 * UROCE_APP_POLL_GAP_NS apart (src/verbs/cq.c, src/core/progress.c) */
+	atomic_ullong app_burst_ns;
 	/* QPs with timers, scanned by the progress thread */
 	struct uroce_qp **qps;
 	int nqps, qps_cap;

@@ -391,6 +391,9 @@ void uroce_cq_drive(struct uroce_cq *cq)
 		return;
 	}
 	now = uroce_now_ns();
+	if (now - atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed) >
+	    UROCE_APP_POLL_GAP_NS)
+		atomic_store_explicit(&ctx->app_burst_ns, now, memory_order_relaxed);
 	atomic_store_explicit(&ctx->app_poll_ns, now, memory_order_relaxed);
 	nep = atomic_load(&ctx->nep);
 	for (int i = 0; i < nep; i++)
