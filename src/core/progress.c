@@ -147,7 +147,22 @@ static void wake_events(struct uroce_ctx *ctx, uint64_t timeout_ns)
 	struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000u),
 			      .tv_nsec = (long)(timeout_ns % 1000000000u)};
 	struct epoll_event ev[16];
-	int n = epoll_pwait2(ctx->wake_epfd, ev, 16, &ts, NULL);
+	static atomic_bool no_pwait2;
+	int n = -1;
+
+	/* epoll_pwait2 (Linux 5.11) may be missing, or refused by an older
+	 * container runtime's seccomp profile: then wait whole milliseconds,
+	 * rounded up, rather than return at once and spin. */
+	if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+		n = epoll_pwait2(ctx->wake_epfd, ev, 16, &ts, NULL);
+		if (n < 0 && (errno == ENOSYS || errno == EPERM))
+			atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
+	}
+	if (atomic_load_explicit(&no_pwait2, memory_order_relaxed))
+		n = epoll_wait(ctx->wake_epfd, ev, 16,
+			       (int)((timeout_ns + 999999u) / 1000000u > 1000000u
+					 ? 1000000
+					 : (timeout_ns + 999999u) / 1000000u));
 
 	for (int i = 0; i < n; i++)
 		if (uroce_shm_is_event(ev[i].data.ptr))
