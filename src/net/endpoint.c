@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
@@ -616,6 +617,8 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 	gro = uroce_gro_size(mh);
 	if (!gro || gro >= len)
 		gro = (uint32_t)len;
+	else
+		uroce_count(ctx, rx_gro, 1);
 	for (size_t off = 0; off < len; off += gro, ip.ipid++) {
 		size_t n = len - off < gro ? len - off : gro;
 
@@ -723,6 +726,38 @@ void uroce_ctx_send_owed_acks(struct uroce_ctx *ctx, bool wait)
 
 	for (int i = 0; i < nep; i++)
 		uroce_ep_send_owed_acks(ctx->ep[i], wait);
+}
+
+/* A stream's sender waiting for ACKs.  ib_write_bw's requester posts until
+ * its send queue is full and then polls its CQ, whose next completion can
+ * only come with an ACK from the peer: spinning there (an empty recvmmsg,
+ * sched_yield, again) was most of the requester's CPU time and, on a
+ * machine with few cores, taken from the receiver it waits for (TCP's
+ * sender sleeps in send() instead).  With at least UROCE_WAIT_INFLIGHT
+ * packets in flight over UDP the next ACK is a window away, so the thread
+ * sleeps in poll() on its sockets until one is readable, at most
+ * UROCE_WAIT_MS (the progress thread keeps running the timers).  Not while
+ * packets may come through shared memory, which has no socket to wake on. */
+enum { UROCE_WAIT_INFLIGHT = 64, UROCE_WAIT_MS = 1 };
+
+bool uroce_ctx_wait_acks(struct uroce_ctx *ctx)
+{
+	struct pollfd pfd[sizeof(ctx->ep) / sizeof(ctx->ep[0])];
+	int nep = atomic_load(&ctx->nep), inflight = 0;
+
+	for (int i = 0; i < nep; i++) {
+		struct uroce_ep *ep = ctx->ep[i];
+
+		if (!uroce_shm_none(ep))
+			return false;
+		inflight += atomic_load_explicit(&ep->tx_inflight, memory_order_relaxed);
+		pfd[i] = (struct pollfd){.fd = ep->fd, .events = POLLIN};
+	}
+	if (inflight < UROCE_WAIT_INFLIGHT)
+		return false;
+	uroce_count(ctx, app_waits, 1);
+	poll(pfd, (nfds_t)nep, UROCE_WAIT_MS);
+	return true;
 }
 
 /* Count one receive batch (one writer, rx_lock held: no locked add). */
