@@ -435,8 +435,11 @@ static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const
 static int place_mode = -1; /* UROCE_RX_COPY=1: check, then copy (measurements) */
 
 /* A wire packet that continues a message: its payload straight into place
- * while its ICRC is checked (rx_place.c); 1, -1 or 0 as uroce_rx_place. */
-static int rx_place(struct uroce_ep *ep, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
+ * while its ICRC is checked (rx_place.c); 1, -1 or 0 as uroce_rx_place.
+ * On 1 the QP is returned in *held, still locked, for the rest of the
+ * packet's handling: one qp->lock per placed packet, not two. */
+static int rx_place(struct uroce_ep *ep, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip,
+		    struct uroce_qp **held)
 {
 	struct uroce_qp *qp;
 	int r;
@@ -454,7 +457,10 @@ static int rx_place(struct uroce_ep *ep, struct uroce_pkt *pkt, const struct uro
 		return 0;
 	pthread_mutex_lock(&qp->lock);
 	r = uroce_rx_place(qp, pkt, ip);
-	pthread_mutex_unlock(&qp->lock);
+	if (r > 0)
+		*held = qp;
+	else
+		pthread_mutex_unlock(&qp->lock);
 	return r;
 }
 
@@ -467,7 +473,7 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 	struct uroce_ctx *ctx = ep->ctx;
 	const struct uroce_ipinfo ip = *ipp;
 	struct uroce_pkt pkt;
-	struct uroce_qp *qp;
+	struct uroce_qp *qp = NULL;
 	int placed;
 
 	uroce_pcap(ctx, UROCE_PCAP_RX, ipp, data, len);
@@ -475,7 +481,16 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
 	}
-	placed = wire ? rx_place(ep, &pkt, &ip) : 0;
+	placed = wire ? rx_place(ep, &pkt, &ip, &qp) : 0;
+	if (placed > 0) {
+		/* an RC/UC request of this QP, its P_Key checked: the ICRC
+		 * matched, the QP is locked (rx_place) */
+		uroce_qp_stat(qp, rx_pkts, 1);
+		uroce_qp_stat(qp, rx_bytes, len);
+		uroce_rcv_request(qp, &pkt);
+		pthread_mutex_unlock(&qp->lock);
+		return;
+	}
 	if (wire && placed <= 0 && (placed < 0 || !uroce_icrc_ok(&pkt, &ip))) {
 		uint16_t ipid;
 
