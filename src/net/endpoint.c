@@ -752,14 +752,27 @@ void uroce_ctx_send_owed_acks(struct uroce_ctx *ctx, bool wait)
  * packets in flight over UDP the next ACK is a window away, so the thread
  * sleeps in poll() on its sockets until one is readable, at most
  * UROCE_WAIT_MS (the progress thread keeps running the timers).  Not while
- * packets may come through shared memory, which has no socket to wake on. */
+ * packets may come through shared memory, which has no socket to wake on,
+ * and not in a thread that polls the CQs of other contexts too (two ends
+ * of a test in one process): while it slept on one context's sockets the
+ * other's packets would wait, their progress thread staying away from an
+ * application that polls (progress.c). */
 enum { UROCE_WAIT_INFLIGHT = 64, UROCE_WAIT_MS = 1 };
+#define UROCE_WAIT_OTHER_NS 10000000ull /* another context polled: 10 ms */
 
 bool uroce_ctx_wait_acks(struct uroce_ctx *ctx)
 {
+	static __thread const struct uroce_ctx *seen; /* compared, never used */
+	static __thread uint64_t other_ns;
 	struct pollfd pfd[sizeof(ctx->ep) / sizeof(ctx->ep[0])];
 	int nep = atomic_load(&ctx->nep), inflight = 0;
+	uint64_t now = uroce_now_ns();
 
+	if (seen && seen != ctx)
+		other_ns = now;
+	seen = ctx;
+	if (now - other_ns < UROCE_WAIT_OTHER_NS)
+		return false;
 	for (int i = 0; i < nep; i++) {
 		struct uroce_ep *ep = ctx->ep[i];
 
