@@ -66,6 +66,9 @@
 	X(tx_in_place, "sent_in_place", "packets sent with the payload read from its MR (gso.c)")  \
 	X(rx_in_place, "rcvd_in_place",                                                            \
 	  "packets placed while their ICRC was checked (rx_place.c)")                              \
+	X(rx_gro, "rcvd_gro_batches", "datagrams received as a GRO batch of several packets")      \
+	X(app_waits, "app_ack_waits",                                                              \
+	  "ibv_poll_cq slept on the sockets: many packets in flight, CQs empty (endpoint.c)")      \
 	X(fault_drop, "fault_drop", "UROCE_FAULT: packets dropped")                                \
 	X(fault_dup, "fault_dup", "UROCE_FAULT: packets duplicated")                               \
 	X(fault_reorder, "fault_reorder", "UROCE_FAULT: packets reordered")                        \

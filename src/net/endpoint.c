@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
@@ -434,8 +435,11 @@ static int ep_xmit_raw(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const
 static int place_mode = -1; /* UROCE_RX_COPY=1: check, then copy (measurements) */
 
 /* A wire packet that continues a message: its payload straight into place
- * while its ICRC is checked (rx_place.c); 1, -1 or 0 as uroce_rx_place. */
-static int rx_place(struct uroce_ep *ep, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
+ * while its ICRC is checked (rx_place.c); 1, -1 or 0 as uroce_rx_place.
+ * On 1 the QP is returned in *held, still locked, for the rest of the
+ * packet's handling: one qp->lock per placed packet, not two. */
+static int rx_place(struct uroce_ep *ep, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip,
+		    struct uroce_qp **held)
 {
 	struct uroce_qp *qp;
 	int r;
@@ -453,7 +457,10 @@ static int rx_place(struct uroce_ep *ep, struct uroce_pkt *pkt, const struct uro
 		return 0;
 	pthread_mutex_lock(&qp->lock);
 	r = uroce_rx_place(qp, pkt, ip);
-	pthread_mutex_unlock(&qp->lock);
+	if (r > 0)
+		*held = qp;
+	else
+		pthread_mutex_unlock(&qp->lock);
 	return r;
 }
 
@@ -466,7 +473,7 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 	struct uroce_ctx *ctx = ep->ctx;
 	const struct uroce_ipinfo ip = *ipp;
 	struct uroce_pkt pkt;
-	struct uroce_qp *qp;
+	struct uroce_qp *qp = NULL;
 	int placed;
 
 	uroce_pcap(ctx, UROCE_PCAP_RX, ipp, data, len);
@@ -474,7 +481,16 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
 	}
-	placed = wire ? rx_place(ep, &pkt, &ip) : 0;
+	placed = wire ? rx_place(ep, &pkt, &ip, &qp) : 0;
+	if (placed > 0) {
+		/* an RC/UC request of this QP, its P_Key checked: the ICRC
+		 * matched, the QP is locked (rx_place) */
+		uroce_qp_stat(qp, rx_pkts, 1);
+		uroce_qp_stat(qp, rx_bytes, len);
+		uroce_rcv_request(qp, &pkt);
+		pthread_mutex_unlock(&qp->lock);
+		return;
+	}
 	if (wire && placed <= 0 && (placed < 0 || !uroce_icrc_ok(&pkt, &ip))) {
 		uint16_t ipid;
 
@@ -616,6 +632,8 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 	gro = uroce_gro_size(mh);
 	if (!gro || gro >= len)
 		gro = (uint32_t)len;
+	else
+		uroce_count(ctx, rx_gro, 1);
 	for (size_t off = 0; off < len; off += gro, ip.ipid++) {
 		size_t n = len - off < gro ? len - off : gro;
 
@@ -723,6 +741,59 @@ void uroce_ctx_send_owed_acks(struct uroce_ctx *ctx, bool wait)
 
 	for (int i = 0; i < nep; i++)
 		uroce_ep_send_owed_acks(ctx->ep[i], wait);
+}
+
+/* A stream's sender waiting for ACKs.  ib_write_bw's requester posts until
+ * its send queue is full and then polls its CQ, whose next completion can
+ * only come with an ACK from the peer: spinning there (an empty recvmmsg,
+ * sched_yield, again) was most of the requester's CPU time and, on a
+ * machine with few cores, taken from the receiver it waits for (TCP's
+ * sender sleeps in send() instead).  With at least UROCE_WAIT_INFLIGHT
+ * packets in flight over UDP the next ACK is a window away, so the thread
+ * sleeps in poll() on its sockets until one is readable, at most
+ * UROCE_WAIT_MS (the progress thread keeps running the timers).  Not while
+ * packets may come through shared memory, which has no socket to wake on,
+ * and not in a thread that polls the CQs of other contexts too (two ends
+ * of a test in one process): while it slept on one context's sockets the
+ * other's packets would wait, their progress thread staying away from an
+ * application that polls (progress.c). */
+enum { UROCE_WAIT_INFLIGHT = 64, UROCE_WAIT_MS = 1 };
+#define UROCE_WAIT_OTHER_NS 10000000ull /* another context polled: 10 ms */
+static int wait_mode = -1;		/* UROCE_ACK_WAIT=0: spin as before (measurements) */
+
+bool uroce_ctx_wait_acks(struct uroce_ctx *ctx)
+{
+	static __thread const struct uroce_ctx *seen; /* compared, never used */
+	static __thread uint64_t other_ns;
+	struct pollfd pfd[sizeof(ctx->ep) / sizeof(ctx->ep[0])];
+	int nep = atomic_load(&ctx->nep), inflight = 0;
+	uint64_t now = uroce_now_ns();
+
+	if (wait_mode < 0) {
+		const char *v = getenv("UROCE_ACK_WAIT");
+
+		wait_mode = !(v && !strcmp(v, "0"));
+	}
+	if (!wait_mode)
+		return false;
+	if (seen && seen != ctx)
+		other_ns = now;
+	seen = ctx;
+	if (now - other_ns < UROCE_WAIT_OTHER_NS)
+		return false;
+	for (int i = 0; i < nep; i++) {
+		struct uroce_ep *ep = ctx->ep[i];
+
+		if (!uroce_shm_none(ep))
+			return false;
+		inflight += atomic_load_explicit(&ep->tx_inflight, memory_order_relaxed);
+		pfd[i] = (struct pollfd){.fd = ep->fd, .events = POLLIN};
+	}
+	if (inflight < UROCE_WAIT_INFLIGHT)
+		return false;
+	uroce_count(ctx, app_waits, 1);
+	poll(pfd, (nfds_t)nep, UROCE_WAIT_MS);
+	return true;
 }
 
 /* Count one receive batch (one writer, rx_lock held: no locked add). */

@@ -715,6 +715,14 @@ void uroce_shm_udp_seen(struct uroce_ep *ep, bool got)
 		ep->shm->udp_busy = got;
 }
 
+bool uroce_shm_none(const struct uroce_ep *ep)
+{
+	const struct uroce_shm *s = ep->shm;
+
+	return !s || (!__atomic_load_n(&s->rx, __ATOMIC_RELAXED) &&
+		      !__atomic_load_n(&s->pending, __ATOMIC_RELAXED));
+}
+
 /* ---- the progress thread ---- */
 
 static void unlink_rxl(struct shm_rxl **list, struct shm_rxl *l)

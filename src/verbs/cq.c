@@ -418,7 +418,7 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	}
 	if (now - wait.since > UROCE_POLL_YIELD_NS)
 		uroce_ctx_send_owed_acks(ctx, false);
-	if (now - wait.since > wait.yield_ns) {
+	if (now - wait.since > wait.yield_ns && !uroce_ctx_wait_acks(ctx)) {
 		uint64_t t = uroce_now_ns();
 
 		sched_yield();
