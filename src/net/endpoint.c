@@ -474,6 +474,8 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
 	}
+	if (!wire && ip.pull)
+		pkt.pull = *ip.pull; /* a same-host link we may pull from (pull.c) */
 	placed = wire ? rx_place(ep, &pkt, &ip) : 0;
 	if (wire && placed <= 0 && (placed < 0 || !uroce_icrc_ok(&pkt, &ip))) {
 		uint16_t ipid;
