@@ -972,8 +972,8 @@ uint32_t uroce_pull_min(void)
 		char *end;
 		unsigned long n = v ? strtoul(v, &end, 0) : 0;
 
-		/* default: messages of 16 KiB and more (docs/design.md) */
-		min = !v || end == v ? 16384 : n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+		/* default: messages of 32 KiB and more (docs/design.md) */
+		min = !v || end == v ? 32768 : n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 		if (min == 1)
 			min = 2;
 	}

@@ -13,8 +13,9 @@
  *  - setup/teardown races: contexts opened, a WRITE posted at once and
  *    everything closed, many times; no descriptor or mapping is left;
  *  - kill -9 of the requester (the target survives, its links go away, a
- *    new peer connects) and of the target (the requester's WR fails with
- *    IBV_WC_RETRY_EXC_ERR, as on UDP);
+ *    new peer connects; the target was pulling from the writer's memory) and
+ *    of the target (the requester's WR fails with IBV_WC_RETRY_EXC_ERR, as
+ *    on UDP), also while we pull READ responses from the target's memory;
  *  - many processes writing into one target at once;
  *  - 1,024 QP pairs, each a WRITE and a SEND;
  *  - silent handshakes: a listener that accepts and never answers (the QP
@@ -344,6 +345,8 @@ static void test_kill(void)
 	waitpid(pid, &st, 0);
 	close(sock);
 	CHECK(CNT(&n, shm_rx) > 0, "its WRITEs came through shared memory");
+	CHECK(!uroce_pull_min() || uroce_pull_min() > 65536 || CNT(&n, shm_pull) > 0,
+	      "pulled from its memory until it died: %lu", (unsigned long)CNT(&n, shm_pull));
 	CHECK(wait_maps(0), "its rings are gone once it is: %d mapped", count_maps("uroce-shm"));
 	if (qp)
 		ibv_destroy_qp(qp);
@@ -387,6 +390,42 @@ static void test_kill(void)
 	}
 	close(sock);
 	CHECK(wait_maps(0), "no ring of the dead target left: %d", count_maps("uroce-shm"));
+
+	/* the target of READs dies while we pull from it: every READ
+	 * completes, in error once it is gone */
+	pid = spawn(TARGET, 8, &sock);
+	qp = meet(&n, sock, &peer, 2);
+	CHECK(qp && wait_byte(sock), "a READ target");
+	if (qp) {
+		uint64_t p0 = CNT(&n, shm_pull);
+		enum ibv_wc_status s = IBV_WC_SUCCESS;
+		int ok = 0, bad = 0;
+
+		for (int i = 0; i < 200 && s == IBV_WC_SUCCESS && CNT(&n, shm_pull) == p0; i++)
+			if (post(qp, IBV_WR_RDMA_READ, &n, 0, 262144, &peer, 0, 1) ||
+			    wait_cq(n.cq, 1, &s))
+				s = IBV_WC_GENERAL_ERR;
+		CHECK(s == IBV_WC_SUCCESS && (!uroce_pull_min() || CNT(&n, shm_pull) > p0),
+		      "READs pulled from the live target: %s", ibv_wc_status_str(s));
+		for (int i = 0; i < 8; i++)
+			post(qp, IBV_WR_RDMA_READ, &n, (uint32_t)i * 131072u, 131072, &peer, 0, 3);
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		for (uint64_t end = now_ms() + WAIT_MS; ok + bad < 8 && now_ms() < end;) {
+			struct ibv_wc wc;
+
+			if (ibv_poll_cq(n.cq, 1, &wc) == 1)
+				*(wc.status == IBV_WC_SUCCESS ? &ok : &bad) += 1;
+		}
+		CHECK(ok + bad == 8, "READs in flight at the kill: all complete, %d in error", bad);
+		/* (refused, or completed in error: the QP may be in ERR already) */
+		CHECK(post(qp, IBV_WR_RDMA_READ, &n, 0, 262144, &peer, 0, 4) ||
+			  (!wait_cq(n.cq, 1, &s) && s != IBV_WC_SUCCESS),
+		      "a READ from the dead target fails: %s", ibv_wc_status_str(s));
+		ibv_destroy_qp(qp);
+	}
+	close(sock);
+	CHECK(wait_maps(0), "no ring of the dead READ target left: %d", count_maps("uroce-shm"));
 	node_close(&n);
 }
 
