@@ -986,7 +986,8 @@ bool uroce_shm_pull_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip)
 	struct shm_txl *l;
 	bool ok;
 
-	if (!s || ip->family != AF_INET || ip->dport == UR_ROCE_PORT)
+	/* a capture shows what UDP would carry: packets, not descriptions */
+	if (!s || ip->family != AF_INET || ip->dport == UR_ROCE_PORT || ep->ctx->pcap)
 		return false;
 	pthread_mutex_lock(&ep->tx_lock);
 	l = txl_find(s, ip->dport, false);

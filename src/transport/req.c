@@ -521,7 +521,9 @@ static enum req_result req_step(struct uroce_qp *qp)
 		qp->sq.req++;
 		return REQ_DONE_WQE;
 	}
-	if (!rc_may_send(qp, 1))
+	/* a message pulled from our memory puts nothing in the network: it
+	 * needs only PSNs the responder can hold and describe (pull.c) */
+	if (!rc_may_send(qp, 1) && (qp->req.offset || !uroce_pull_npkts(qp, w, false)))
 		return REQ_BLOCKED;
 	if (swqe_is_rd(w) && qp->req.rd_inflight >= max_rd)
 		return REQ_BLOCKED; /* C9-?: at most max_rd_atomic outstanding */
