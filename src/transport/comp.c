@@ -439,11 +439,11 @@ static void read_resp_drain(struct uroce_qp *qp)
  * that fails asks for the responses again, through the ring. */
 static void do_read_pull(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
-	struct iovec src[UROCE_MAX_SGE], dst[UROCE_MAX_SGE];
+	struct iovec src[UROCE_MAX_SGE];
 	struct uroce_swqe *w = resp_wqe(qp, pkt);
 	uint32_t off, npkts, last;
 	uint64_t total;
-	int nsrc, ndst, r = -EFAULT;
+	int nsrc, r;
 
 	if (!w)
 		return;
@@ -457,14 +457,8 @@ static void do_read_pull(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		fail_at(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
 		return;
 	}
-	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-	ndst = uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off, (uint32_t)total,
-			     true, dst, UROCE_MAX_SGE);
-	if (ndst)
-		r = uroce_shm_pull(qp->ctx, &pkt->pull, dst, ndst, src, nsrc, total);
-	else
-		uroce_count(qp->ctx, shm_pull_fail, 1);
-	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	r = uroce_pull_to_sge(qp, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off, pkt, src, nsrc,
+			      total);
 	if (r) {
 		/* (a local error shows when the responses come by the ring) */
 		qp->req.pull_off = true;

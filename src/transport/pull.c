@@ -115,3 +115,21 @@ int uroce_pull_desc_get(const struct uroce_qp *qp, const struct uroce_pkt *pkt, 
 	*total = h.total;
 	return (int)h.niov;
 }
+
+int uroce_pull_to_sge(struct uroce_qp *qp, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
+		      uint32_t off, const struct uroce_pkt *pkt, const struct iovec *src, int nsrc,
+		      uint64_t total)
+{
+	struct iovec dst[UROCE_MAX_SGE];
+	int n, r = -EFAULT;
+
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	/* 0 when too small, not ours or ODP: the packet path says which */
+	n = uroce_sge_map(qp->ctx, pd, sg, nsge, off, (uint32_t)total, true, dst, UROCE_MAX_SGE);
+	if (n)
+		r = uroce_shm_pull(qp->ctx, &pkt->pull, dst, n, src, nsrc, total);
+	else
+		uroce_count(qp->ctx, shm_pull_fail, 1);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	return r;
+}

@@ -300,5 +300,11 @@ void uroce_pull_desc_put(uint8_t *p, uint32_t npkts, const struct iovec *iov, in
  * link we may pull from. */
 int uroce_pull_desc_get(const struct uroce_qp *qp, const struct uroce_pkt *pkt, struct iovec *iov,
 			uint32_t *npkts, uint64_t *total);
+/* Pull total bytes described by pkt (src[nsrc]) into the local scatter
+ * list sg at message offset off, its L_Keys checked for LOCAL_WRITE, under
+ * mr_lock: 0, or -errno (counted) when the packet path must do it. */
+int uroce_pull_to_sge(struct uroce_qp *qp, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
+		      uint32_t off, const struct uroce_pkt *pkt, const struct iovec *src, int nsrc,
+		      uint64_t total);
 
 #endif

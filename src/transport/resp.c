@@ -534,34 +534,34 @@ static enum resp_state exec_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
  * validated range and is overwritten; nothing completes). */
 static enum resp_state exec_pull(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
-	struct iovec src[UROCE_MAX_SGE], dst[UROCE_MAX_SGE];
+	struct iovec src[UROCE_MAX_SGE];
 	uint32_t npkts;
 	uint64_t total;
-	int nsrc = uroce_pull_desc_get(qp, pkt, src, &npkts, &total), ndst = 0, r = -EFAULT;
+	int nsrc = uroce_pull_desc_get(qp, pkt, src, &npkts, &total), r = -EFAULT;
 	bool write = pkt->mask & URM_WRITE;
 
 	if (nsrc < 0 || (write && total != ur_reth_len(pkt)))
 		return RESPST_NAK_INVALID; /* (a well-behaved peer sends none) */
-	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	if (write) {
-		struct uroce_mr *mr = uroce_mr_lookup(qp->ctx, ur_reth_rkey(pkt));
+		struct uroce_mr *mr;
+		struct iovec dst;
 
-		dst[0].iov_base = mr && !mr->odp && uroce_pd_same(mr->ibmr.pd, resp_pd(qp)) &&
-					  (mr->access & IBV_ACCESS_REMOTE_WRITE)
-				      ? uroce_mr_ptr(mr, ur_reth_va(pkt), (uint32_t)total)
-				      : NULL;
-		dst[0].iov_len = total;
-		ndst = dst[0].iov_base ? 1 : 0;
+		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		mr = uroce_mr_lookup(qp->ctx, ur_reth_rkey(pkt));
+		dst.iov_base = mr && !mr->odp && uroce_pd_same(mr->ibmr.pd, resp_pd(qp)) &&
+				       (mr->access & IBV_ACCESS_REMOTE_WRITE)
+				   ? uroce_mr_ptr(mr, ur_reth_va(pkt), (uint32_t)total)
+				   : NULL;
+		dst.iov_len = total;
+		if (dst.iov_base)
+			r = uroce_shm_pull(qp->ctx, &pkt->pull, &dst, 1, src, nsrc, total);
+		else
+			uroce_count(qp->ctx, shm_pull_fail, 1); /* (ODP: the packet path) */
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	} else {
-		/* 0 when too small, not ours or ODP: the ring copy says which */
-		ndst = uroce_sge_map(qp->ctx, resp_pd(qp), qp->resp.rwqe.sg, qp->resp.rwqe.num_sge,
-				     0, (uint32_t)total, true, dst, UROCE_MAX_SGE);
+		r = uroce_pull_to_sge(qp, resp_pd(qp), qp->resp.rwqe.sg, qp->resp.rwqe.num_sge, 0,
+				      pkt, src, nsrc, total);
 	}
-	if (ndst)
-		r = uroce_shm_pull(qp->ctx, &pkt->pull, dst, ndst, src, nsrc, total);
-	else
-		uroce_count(qp->ctx, shm_pull_fail, 1);
-	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	if (r) {
 		qp->resp.pull_failed = true;
 		return RESPST_NAK_PSN_SEQ;
