@@ -253,7 +253,7 @@ static bool pull_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t ps
 	if (qp->sk) {
 		/* selective repeat: each PSN it stands for was sent, and is
 		 * sent again as a packet if a selective ACK shows it missing */
-		uint8_t hdr[UR_BTH_BYTES];
+		uint8_t hdr[UR_BTH_BYTES] = {0};
 		struct uroce_pkt p = {.bth = hdr, .mask = URM_REQ};
 
 		for (uint32_t i = 1; i < npsn; i++) {

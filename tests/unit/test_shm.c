@@ -16,7 +16,7 @@
  *    new peer connects; the target was pulling from the writer's memory) and
  *    of the target (the requester's WR fails with IBV_WC_RETRY_EXC_ERR, as
  *    on UDP), also while we pull READ responses from the target's memory;
- *  - many processes writing into one target at once;
+ *  - many processes writing into one target at once (which pulls from each);
  *  - 1,024 QP pairs, each a WRITE and a SEND;
  *  - silent handshakes: a listener that accepts and never answers (the QP
  *    works over UDP, the handshake is given up and retried) and silent
@@ -455,6 +455,9 @@ static void test_many_procs(void)
 	CHECK(ok == 2 * NPROC, "%d writers at once: %d of %d", NPROC, ok, 2 * NPROC);
 	CHECK(CNT(&n, shm_rx) > 0, "through shared memory: %lu packets",
 	      (unsigned long)CNT(&n, shm_rx));
+	/* their 64 KiB WRITEs: pulled from each writer's memory */
+	CHECK(!uroce_pull_min() || uroce_pull_min() > 65536 || CNT(&n, shm_pull) > 0,
+	      "pulled from %d processes: %lu messages", NPROC, (unsigned long)CNT(&n, shm_pull));
 	node_close(&n);
 }
 
