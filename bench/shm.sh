@@ -192,6 +192,26 @@ for ((r = 1; r <= REPS; r++)); do
 				add ucx/tag_bw "$(awk '{ printf "%.0f", $6 * 1.048576 }' <<<"$out")"
 			fi
 		done
+		# UCX tag_bw 1 MiB (rendezvous: RDMA READ) over uroce's rc_verbs -
+		# the single copy (pull), the ring (UROCE_SHM_PULL=0) - and UCX tcp
+		for name in rc_pull rc_ring tcp; do
+			case $name in
+			rc_pull) envs=(UCX_TLS=rc UCX_NET_DEVICES=uroce_lo:1) ;;
+			rc_ring) envs=(UCX_TLS=rc UCX_NET_DEVICES=uroce_lo:1 UROCE_SHM_PULL=0) ;;
+			tcp) envs=(UCX_TLS=tcp UCX_NET_DEVICES=lo) ;;
+			esac
+			run=()
+			[[ $name == rc* ]] && run=("$UROCE" run)
+			UPORT=$((UPORT + 50))
+			env "${envs[@]}" UCX_WARN_UNUSED_ENV_VARS=n timeout -k 3 60 "${run[@]}" ucx_perftest \
+				-p "$UPORT" >/dev/null 2>&1 &
+			upid=$!
+			sleep 0.7
+			out=$(env "${envs[@]}" UCX_WARN_UNUSED_ENV_VARS=n timeout -k 3 60 "${run[@]}" ucx_perftest \
+				127.0.0.1 -p "$UPORT" -t tag_bw -s 1048576 -n 1000 -w 100 2>&1 | grep -E '^ *Final:')
+			wait "$upid"
+			add "ucx_bw/$name" "$(awk '{ printf "%.0f", $6 * 1.048576 }' <<<"$out")"
+		done
 	fi
 	echo "[rep $r/$REPS] perftest, TCP, CPU per GB" >&2
 	lat send_lat ib_send_lat -s 2 -n 20000
@@ -241,6 +261,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%
 	echo "| busy-poll UDP ping-pong one-way (bench/udp_pingpong.c) | $(m floor/udp) us |"
 	echo "| UCX posix tag_lat 8 B | $(m ucx/tag_lat) us |"
 	echo "| UCX posix tag_bw 1 MiB | $(m ucx/tag_bw) MB/s |"
+	echo "| UCX tag_bw 1 MiB over uroce rc_verbs, single copy (pull) | $(m ucx_bw/rc_pull) MB/s |"
+	echo "| UCX tag_bw 1 MiB over uroce rc_verbs, ring (UROCE_SHM_PULL=0) | $(m ucx_bw/rc_ring) MB/s |"
+	echo "| UCX tag_bw 1 MiB over UCX tcp | $(m ucx_bw/tcp) MB/s |"
+	echo "| rc_verbs pull / posix, / tcp | $(ratio "$(m ucx_bw/rc_pull)" "$(m ucx/tag_bw)"), $(ratio "$(m ucx_bw/rc_pull)" "$(m ucx_bw/tcp)") |"
 	echo "| memcpy 64 KiB, hot | $(m memcpy/64K) MB/s |"
 	echo
 	echo "Every value: $(for k in "${!V[@]}"; do printf '%s=[%s] ' "$k" "${V[$k]% }"; done)"

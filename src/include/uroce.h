@@ -512,6 +512,7 @@ struct uroce_qp {
 		uint32_t retry_psn;
 		bool halted; /* sq.wqe[halt_at] failed: send nothing from it on */
 		uint32_t halt_at;
+		bool pull_off; /* the peer failed a pull: messages go through the ring */
 	} req;
 
 	/* completer state */
@@ -524,6 +525,7 @@ struct uroce_qp {
 		uint32_t psn; /* expected PSN */
 		uint32_t msn;
 		bool nak_sent; /* a PSN sequence NAK is outstanding */
+		bool pull_failed; /* a pull failed: our responses say UR_BTH4_NOPULL */
 		bool in_send;  /* a multi-packet SEND is in progress */
 		bool in_write;
 		bool have_rwqe;

@@ -481,6 +481,8 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
 	}
+	if (!wire && ip.pull)
+		pkt.pull = *ip.pull; /* a same-host link we may pull from (pull.c) */
 	placed = wire ? rx_place(ep, &pkt, &ip, &qp) : 0;
 	if (placed > 0) {
 		/* an RC/UC request of this QP, its P_Key checked: the ICRC

@@ -63,7 +63,9 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -73,8 +75,8 @@
 #include "transport/pkt.h"
 
 enum {
-	SHM_MAGIC = 0x5552534d, /* "URSM" */
-	SHM_VERSION = 1,
+	SHM_MAGIC = 0x5552534d,	  /* "URSM" */
+	SHM_VERSION = 2,	  /* 2: the hello offers pulls (uroce_shm_pull) */
 	SHM_RING_BYTES = 8 << 20, /* as a socket buffer: the RC budget fits (rc.h) */
 	SHM_MIN_RING = 1 << 16,
 	SHM_MAX_RING = 1 << 26,
@@ -86,7 +88,8 @@ enum {
 	SHM_REC_NOCRC = 2, /* the sender did not compute the ICRC */
 	SHM_HASH = 64,
 	SHM_MAX_PENDING = 64,
-	SHM_RX_BURST = 16, /* records per batch: one ACK flush, as one recvmmsg */
+	SHM_RX_BURST = 16,  /* records per batch: one ACK flush, as one recvmmsg */
+	SHM_HELLO_PULL = 1, /* hello: pull from me; reply: I can */
 };
 #define SHM_UDP_EVERY_NS 20000ull
 #define SHM_RETRY_NS	 1000000000ull
@@ -98,7 +101,11 @@ enum {
 struct shm_ring {
 	uint32_t magic, version;
 	uint64_t size;
-	uint8_t pad0[SHM_ALIGN - 16];
+	/* a random number the sender wrote: a pull reads it from the
+	 * sender's mapping with the payload, proof that the pid still names
+	 * the process that owns the ring (uroce_shm_pull) */
+	uint64_t nonce;
+	uint8_t pad0[SHM_ALIGN - 24];
 	_Atomic uint64_t head; /* written by the receiver */
 	uint8_t pad1[SHM_ALIGN - 8];
 	_Atomic uint64_t tail; /* written by the sender */
@@ -120,6 +127,9 @@ struct shm_hello {
 	uint16_t port; /* the sender's UDP port: the source of its packets */
 	uint16_t resv;
 	uint32_t ring_bytes;
+	uint32_t flags; /* SHM_HELLO_* */
+	uint32_t resv2;
+	uint64_t ring_va; /* hello: where the sender maps the ring (its nonce) */
 };
 
 enum shm_kind { SHM_LISTEN = 1, SHM_TX, SHM_RX };
@@ -139,6 +149,7 @@ struct shm_txl { /* we send; ep->tx_lock */
 	enum txl_state state;
 	bool flushed; /* the UDP batch was sent before the first ring record */
 	bool used;    /* a record was sent: the first carries SHM_REC_FIRST */
+	bool pull;    /* the receiver can pull from our memory (pull.c) */
 	int fd, bell;
 	struct shm_ring *r;
 	size_t maplen;
@@ -150,6 +161,7 @@ struct shm_rxl { /* we receive */
 	struct shm_rxl *next;
 	uint16_t port;
 	atomic_bool bad;
+	struct uroce_pull_src pull; /* pid 0: we cannot pull from the sender */
 	int fd;
 	struct shm_ring *r;
 	size_t maplen;
@@ -462,6 +474,10 @@ static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
 	l->r->magic = SHM_MAGIC;
 	l->r->version = SHM_VERSION;
 	l->r->size = bytes;
+	if (getrandom(&l->r->nonce, sizeof(l->r->nonce), GRND_NONBLOCK) != sizeof(l->r->nonce))
+		l->r->nonce = uroce_now_ns() ^ (uint64_t)(uintptr_t)l->r;
+	h.flags = uroce_pull_min() ? SHM_HELLO_PULL : 0;
+	h.ring_va = (uint64_t)(uintptr_t)l->r;
 	if (send_fd(l->fd, &h, mfd))
 		goto fail;
 	close(mfd);
@@ -495,6 +511,7 @@ static void txl_reply(struct shm_txl *l)
 	l->bell = bell;
 	l->flushed = false;
 	l->used = false;
+	l->pull = (h.flags & SHM_HELLO_PULL) != 0;
 	l->state = TXL_UP;
 	uroce_count(l->o.s->ep->ctx, shm_links, 1);
 	ur_dbg("shm: port %u -> %u over shared memory", l->o.s->ep->port, l->port);
@@ -563,12 +580,14 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t 
 {
 	struct uroce_shm *s = ep->shm;
 	struct uroce_ctx *ctx = ep->ctx;
+	/* a pull record names our memory: it never goes over UDP */
+	bool pull = len > 4 && (buf[4] & UR_BTH4_PULL);
 	struct shm_txl *l;
 	int err;
 
 	if (!s || ip->family != AF_INET || len > SHM_MAX_PKT || ip->dport == UR_ROCE_PORT ||
 	    IN_MULTICAST(ntohl(ip->dst.v4.s_addr)) || !uroce_shm_dst_local(ctx, ip->dst.v4))
-		return false;
+		return pull;
 	pthread_mutex_lock(&ep->tx_lock);
 	l = txl_find(s, ip->dport, true);
 	if (l && l->state == TXL_CONNECTING && uroce_now_ns() >= l->retry_ns) {
@@ -586,7 +605,7 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t 
 	}
 	if (!l || l->state != TXL_UP) {
 		pthread_mutex_unlock(&ep->tx_lock);
-		return false;
+		return pull; /* (dropped: the requester's retry sends it again) */
 	}
 	err = ring_put(l, ip, buf, len, crc);
 	if (err == -EIO) {
@@ -596,7 +615,7 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t 
 	}
 	pthread_mutex_unlock(&ep->tx_lock);
 	if (err == -EIO)
-		return false;
+		return pull;
 	if (err) {
 		uroce_count(ctx, shm_full, 1);
 		return true; /* dropped, as by a full socket buffer */
@@ -662,6 +681,7 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		ip.src.v4.s_addr = h.src;
 		ip.tos = (uint8_t)(h.flags >> 8);
 		ip.dst.v4.s_addr = h.dst;
+		ip.pull = l->pull.pid ? &l->pull : NULL;
 		uroce_count(ep->ctx, shm_rx, 1);
 		uroce_count(ep->ctx, rx_pkts, 1);
 		uroce_count(ep->ctx, rx_bytes, h.len);
@@ -776,6 +796,31 @@ static void rxl_accept(struct uroce_shm *s)
 	}
 }
 
+/* Can we read the sender's memory (same uid, dumpable; Yama's ptrace_scope
+ * or a seccomp filter may say no)?  Read its copy of the nonce: the pid
+ * SO_PEERCRED gives is then the process that maps this ring. */
+static void pull_probe(struct uroce_shm *s, struct shm_rxl *l, uint64_t ring_va)
+{
+	struct ucred uc;
+	socklen_t ul = sizeof(uc);
+	struct uroce_pull_src src = {.nonce_va = ring_va + offsetof(struct shm_ring, nonce),
+				     .nonce = l->r->nonce};
+	uint64_t got = 0;
+	struct iovec loc = {&got, sizeof(got)}, rem = {(void *)(uintptr_t)src.nonce_va, 8};
+
+	if (getsockopt(l->fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) || uc.pid <= 0)
+		return;
+	src.pid = uc.pid;
+	if (process_vm_readv(src.pid, &loc, 1, &rem, 1, 0) != (ssize_t)sizeof(got) ||
+	    got != src.nonce || !got) {
+		ur_dbg(
+		    "shm: cannot read the memory of pid %d (%s): port %u copies through the ring",
+		    (int)src.pid, strerror(errno), s->ep->port);
+		return;
+	}
+	l->pull = src;
+}
+
 /* A hello on a pending link: map the ring, answer with the doorbell. */
 static int rxl_hello(struct uroce_shm *s, struct shm_rxl *l)
 {
@@ -804,6 +849,9 @@ static int rxl_hello(struct uroce_shm *s, struct shm_rxl *l)
 	l->size = h.ring_bytes;
 	l->port = h.port;
 	l->head = 0;
+	if ((h.flags & SHM_HELLO_PULL) && uroce_pull_min())
+		pull_probe(s, l, h.ring_va);
+	rep.flags = l->pull.pid ? SHM_HELLO_PULL : 0;
 	rep.ring_bytes = h.ring_bytes;
 	if (send_fd(l->fd, &rep, s->bell))
 		return -1;
@@ -919,4 +967,71 @@ void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len)
 		}
 	pthread_mutex_unlock(&ep->rx_lock);
 	return map == MAP_FAILED ? NULL : map;
+}
+
+/* ---- the single copy (src/transport/pull.c) ---- */
+
+uint32_t uroce_pull_min(void)
+{
+	static uint32_t min = 1;
+
+	if (min == 1) {
+		const char *v = getenv("UROCE_SHM_PULL");
+		char *end;
+		unsigned long n = v ? strtoul(v, &end, 0) : 0;
+
+		/* default: messages of 32 KiB and more (docs/design.md) */
+		min = !v || end == v ? 32768 : n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+		if (min == 1)
+			min = 2;
+	}
+	return min;
+}
+
+bool uroce_shm_pull_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip)
+{
+	struct uroce_shm *s = ep->shm;
+	struct shm_txl *l;
+	bool ok;
+
+	/* a capture shows what UDP would carry: packets, not descriptions */
+	if (!s || ip->family != AF_INET || ip->dport == UR_ROCE_PORT || ep->ctx->pcap)
+		return false;
+	pthread_mutex_lock(&ep->tx_lock);
+	l = txl_find(s, ip->dport, false);
+	ok = l && l->state == TXL_UP && l->pull;
+	pthread_mutex_unlock(&ep->tx_lock);
+	return ok;
+}
+
+int uroce_shm_pull(struct uroce_ctx *ctx, const struct uroce_pull_src *src, const struct iovec *dst,
+		   int ndst, const struct iovec *from, int nfrom, size_t total)
+{
+	struct iovec loc[UROCE_MAX_SGE + 1], rem[UROCE_MAX_SGE + 1];
+	uint64_t got = 0;
+	ssize_t n;
+
+	if (!src->pid || ndst < 1 || nfrom < 1 || ndst > UROCE_MAX_SGE || nfrom > UROCE_MAX_SGE)
+		return -EINVAL;
+	memcpy(loc, dst, sizeof(*dst) * (size_t)ndst);
+	memcpy(rem, from, sizeof(*from) * (size_t)nfrom);
+	/* the nonce last: the process read is the one that owns the link
+	 * (a pid reused after the peer died fails here) */
+	loc[ndst] = (struct iovec){&got, sizeof(got)};
+	rem[nfrom] = (struct iovec){(void *)(uintptr_t)src->nonce_va, sizeof(got)};
+	n = process_vm_readv(src->pid, loc, (unsigned long)ndst + 1, rem, (unsigned long)nfrom + 1,
+			     0);
+	if (n < 0 || (size_t)n != total + sizeof(got) || got != src->nonce) {
+		int err = n < 0 ? errno : EFAULT;
+
+		if (n >= 0 && (size_t)n == total + sizeof(got))
+			err = ESRCH; /* another process */
+		uroce_count(ctx, shm_pull_fail, 1);
+		ur_dbg("shm: pull of %zu bytes from pid %d: %s", total, (int)src->pid,
+		       n < 0 ? strerror(err) : "short or from another process");
+		return -err;
+	}
+	uroce_count(ctx, shm_pull, 1);
+	uroce_count(ctx, shm_pull_bytes, total);
+	return 0;
 }

@@ -74,6 +74,20 @@ bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on);
 struct sockaddr_un;
 socklen_t uroce_shm_addr(struct sockaddr_un *a, uint16_t port);
 
+/* The single copy (src/transport/pull.c, docs/design.md "The single copy").
+ * The smallest message that is pulled (UROCE_SHM_PULL, bytes; 0: never). */
+uint32_t uroce_pull_min(void);
+/* May a packet to ip name our memory: is its link up, and did the
+ * receiver show at the handshake that it can read our memory? */
+bool uroce_shm_pull_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip);
+/* Copy total bytes from the pieces from[] of src's memory into dst[] with
+ * one process_vm_readv.  0, or -errno: -EFAULT (a bad range, or short),
+ * -ESRCH (gone, or the pid names another process now), -EPERM; counted. */
+struct iovec;
+struct uroce_pull_src;
+int uroce_shm_pull(struct uroce_ctx *ctx, const struct uroce_pull_src *src, const struct iovec *dst,
+		   int ndst, const struct iovec *from, int nfrom, size_t total);
+
 /* Tests (tests/unit/test_shm.c): a new mapping (munmap it) of the ring of
  * ep's link from peer_port, or NULL, and its size in bytes. */
 void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len);

@@ -2,8 +2,10 @@
  * RNR NAKs and READ responses (IBTA 9.7.5.2, 9.9) - and completes send WQEs
  * strictly in order (C10-?: completions of one WQ are returned in order).
  */
+#include <errno.h>
 #include <string.h>
 
+#include "net/shm.h"
 #include "transport/rc.h"
 
 enum comp_state {
@@ -470,12 +472,54 @@ static void read_resp_drain(struct uroce_qp *qp)
 	retry_from_una(qp);
 }
 
+/* A pulled READ response (pull.c): one record standing for the chunk's
+ * responses from psn on, naming the responder's memory that it validated;
+ * we check it against the WQE and copy straight into its SGEs.  A pull
+ * that fails asks for the responses again, through the ring. */
+static void do_read_pull(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct iovec src[UROCE_MAX_SGE];
+	struct uroce_swqe *w = resp_wqe(qp, pkt);
+	uint32_t off, npkts, last;
+	uint64_t total;
+	int nsrc, r;
+
+	if (!w)
+		return;
+	nsrc = uroce_pull_desc_get(qp, pkt, src, &npkts, &total);
+	off = (uint32_t)ur_psn_diff(pkt->psn, w->first_psn) * qp->mtu;
+	last = (pkt->psn + npkts - 1) & UR_PSN_MASK;
+	/* full MTUs up to the chunk's end, or to the message's */
+	if (nsrc < 0 || w->opcode != IBV_WR_RDMA_READ || off + total > w->length ||
+	    ur_psn_diff(last, w->last_psn) > 0 ||
+	    (last == w->last_psn ? off + total != w->length : total != (uint64_t)npkts * qp->mtu)) {
+		fail_at(qp, pkt->psn, IBV_WC_BAD_RESP_ERR);
+		return;
+	}
+	r = uroce_pull_to_sge(qp, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off, pkt, src, nsrc,
+			      total);
+	if (r) {
+		/* (a local error shows when the responses come by the ring) */
+		qp->req.pull_off = true;
+		retry_from_una(qp);
+		uroce_req_run(qp);
+		return;
+	}
+	for (uint32_t i = 0; i < npkts && qp->attr.qp_state != IBV_QPS_ERR; i++)
+		resp_placed(qp, (pkt->psn + i) & UR_PSN_MASK, i == npkts - 1, w);
+}
+
 static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	struct uroce_swqe *w;
 	enum ibv_wc_status st;
 	int64_t off;
 
+	if (pkt->bth[4] & UR_BTH4_PULL) {
+		if (pkt->pull.pid) /* else not through a link we pull from: dropped */
+			do_read_pull(qp, pkt);
+		return;
+	}
 	if (rc_sack_req(qp) && read_resp_ahead(qp, pkt))
 		return;
 	w = resp_wqe(qp, pkt);
@@ -528,6 +572,8 @@ static void rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return;
 	}
 	uroce_sack_rx(qp, pkt);
+	if (pkt->bth[4] & UR_BTH4_NOPULL)
+		qp->req.pull_off = true; /* the responder failed a pull (pull.c) */
 	if (pkt->opcode == UR_OPC_SACK && qp->sk) {
 		rcv_sack(qp, pkt);
 		uroce_req_run(qp);

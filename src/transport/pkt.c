@@ -69,6 +69,7 @@ int uroce_pkt_parse(struct uroce_pkt *pkt, uint8_t *buf, size_t len)
 	pkt->payload = buf + info->length;
 	pkt->paylen = body - pad;
 	pkt->placed = false;
+	pkt->pull.pid = 0;
 	return 0;
 }
 

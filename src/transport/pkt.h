@@ -73,6 +73,12 @@ static inline uint16_t ur_bth_epoch(const uint8_t *bth)
 {
 	return (uint16_t)(((bth[4] & UR_BTH4_EPOCH) >> 1) << 7 | (bth[8] & UR_BTH8_EPOCH));
 }
+/* The same-host single copy (pull.c): a request or READ response whose
+ * payload is a description of the sender's memory, pulled by the receiver
+ * (only through a same-host link that offered it); and, on a response, "do
+ * not send me such records any more" (the pull failed; ring copy instead). */
+#define UR_BTH4_PULL	0x40
+#define UR_BTH4_NOPULL	0x80
 #define UR_SACK_WIN	1024u /* PSNs one SACK describes */
 #define UR_SACK_PAYLOAD (4 + UR_SACK_WIN / 8)
 
@@ -182,6 +188,11 @@ struct uroce_pkt {
 	bool ackreq;
 	bool se;
 	bool placed; /* the payload is in its destination already (rx_place.c) */
+	/* a pull record's source process (net/shm.c; pid 0: not one) */
+	struct uroce_pull_src {
+		int32_t pid;
+		uint64_t nonce_va, nonce; /* read with the payload: the same process */
+	} pull;
 };
 
 /* Parse and validate the headers of a received packet of len bytes (BTH
@@ -218,6 +229,8 @@ struct uroce_ipinfo {
 	/* IPv4 TOS: sent from the AV's grh.traffic_class, received into the
 	 * GRH of UD receives (IP_TOS / IP_RECVTOS) */
 	uint8_t tos;
+	/* received through a same-host link whose sender we can pull from */
+	const struct uroce_pull_src *pull;
 };
 
 /* ICRC (IBTA Annex A17.3.3): CRC32 over 8 bytes of 1s (the absent LRH), the

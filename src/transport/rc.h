@@ -315,4 +315,24 @@ void uroce_req_rtt(struct uroce_qp *qp, uint32_t psn);
 /* (Re)arm the retransmission timer if packets are in flight. */
 void uroce_req_arm(struct uroce_qp *qp);
 
+/* ---- The same-host single copy (pull.c, docs/design.md) ---- */
+struct iovec;
+/* The PSNs w would be sent as one pull record (resend: w is in flight
+ * already), or 0: packet by packet. */
+uint32_t uroce_pull_npkts(struct uroce_qp *qp, const struct uroce_swqe *w, bool resend);
+/* The payload of a pull record naming n pieces of memory. */
+uint32_t uroce_pull_desc_len(int niov);
+void uroce_pull_desc_put(uint8_t *p, uint32_t npkts, const struct iovec *iov, int n);
+/* A received pull record's pieces (up to UROCE_MAX_SGE), the PSNs it
+ * stands for and its bytes; -1 when it is not a well-formed one from a
+ * link we may pull from. */
+int uroce_pull_desc_get(const struct uroce_qp *qp, const struct uroce_pkt *pkt, struct iovec *iov,
+			uint32_t *npkts, uint64_t *total);
+/* Pull total bytes described by pkt (src[nsrc]) into the local scatter
+ * list sg at message offset off, its L_Keys checked for LOCAL_WRITE, under
+ * mr_lock: 0, or -errno (counted) when the packet path must do it. */
+int uroce_pull_to_sge(struct uroce_qp *qp, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
+		      uint32_t off, const struct uroce_pkt *pkt, const struct iovec *src, int nsrc,
+		      uint64_t total);
+
 #endif

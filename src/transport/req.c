@@ -207,6 +207,63 @@ static bool ack_wanted(const struct uroce_qp *qp, bool last)
 	       qp->req.inflight + 1 == w - w / 4 || rc_ep_inflight(qp) + 1 >= b - b / 4;
 }
 
+/* The headers of a packet of w (a SEND or WRITE) with PSN psn and paylen
+ * payload bytes. */
+static void data_pkt_hdr(struct uroce_qp *qp, struct uroce_swqe *w, struct uroce_pkt *pkt,
+			 uint8_t *buf, uint32_t psn, uint32_t paylen, bool first, bool last,
+			 bool ackreq)
+{
+	uroce_pkt_init(pkt, buf, pick_opcode(w, first, last) | qp->tr, qp->attr.dest_qp_num, psn,
+		       paylen);
+	if (pkt->mask & URM_XRCETH)
+		ur_xrceth_set(pkt, w->xrc_srqn);
+	if (pkt->mask & URM_RETH)
+		ur_reth_set(pkt, w->remote_addr, w->rkey, w->length);
+	if (pkt->mask & URM_IMMDT)
+		ur_immdt_set_raw(pkt, w->imm_data);
+	if (pkt->mask & URM_IETH)
+		ur_ieth_set(pkt, w->imm_data); /* the rkey to invalidate */
+	if (last && (w->send_flags & IBV_SEND_SOLICITED))
+		ur_bth_set_se(pkt, true);
+	ur_bth_set_ackreq(pkt, qp->tr != UR_TR_UC && (ackreq || last));
+	ur_bth_set_psn(pkt, psn);
+}
+
+/* The whole of w as one pull record at psn standing for its npsn PSNs
+ * (pull.c): an ONLY packet whose payload names w's memory (L_Keys checked
+ * here as for a send), which the responder copies straight into the range
+ * it validates.  False: send it packet by packet. */
+static bool pull_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t psn, uint32_t npsn)
+{
+	uint8_t buf[UR_BTH_BYTES + 64 + 4096 + 8];
+	struct iovec iov[UROCE_MAX_SGE];
+	struct uroce_pkt pkt;
+	int n;
+
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	n = uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, 0, w->length, false, iov,
+			  UROCE_MAX_SGE);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (!n || uroce_pull_desc_len(n) > qp->mtu)
+		return false; /* an error shows packet by packet; ODP memory */
+	data_pkt_hdr(qp, w, &pkt, buf, psn, uroce_pull_desc_len(n), true, true, true);
+	uroce_pull_desc_put(pkt.payload, npsn, iov, n);
+	pkt.bth[4] |= UR_BTH4_PULL;
+	uroce_qp_xmit(qp, &pkt);
+	if (qp->sk) {
+		/* selective repeat: each PSN it stands for was sent, and is
+		 * sent again as a packet if a selective ACK shows it missing */
+		uint8_t hdr[UR_BTH_BYTES] = {0};
+		struct uroce_pkt p = {.bth = hdr, .mask = URM_REQ};
+
+		for (uint32_t i = 1; i < npsn; i++) {
+			p.psn = (psn + i) & UR_PSN_MASK;
+			uroce_sack_tx(qp, &p);
+		}
+	}
+	return true;
+}
+
 /* Build and send the packet of w (a SEND or WRITE) at byte offset off with
  * PSN psn; its payload length, or -1 when the local SGEs failed (st). */
 static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t psn,
@@ -215,25 +272,12 @@ static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off
 	uint8_t buf[UR_BTH_BYTES + 64 + 4096 + 8];
 	uint32_t paylen = w->length - off;
 	struct uroce_pkt pkt;
-	bool first = off == 0, last;
+	bool last;
 
 	if (paylen > qp->mtu)
 		paylen = qp->mtu;
 	last = off + paylen == w->length;
-	uroce_pkt_init(&pkt, buf, pick_opcode(w, first, last) | qp->tr, qp->attr.dest_qp_num, psn,
-		       paylen);
-	if (pkt.mask & URM_XRCETH)
-		ur_xrceth_set(&pkt, w->xrc_srqn);
-	if (pkt.mask & URM_RETH)
-		ur_reth_set(&pkt, w->remote_addr, w->rkey, w->length);
-	if (pkt.mask & URM_IMMDT)
-		ur_immdt_set_raw(&pkt, w->imm_data);
-	if (pkt.mask & URM_IETH)
-		ur_ieth_set(&pkt, w->imm_data); /* the rkey to invalidate */
-	if (last && (w->send_flags & IBV_SEND_SOLICITED))
-		ur_bth_set_se(&pkt, true);
-	ur_bth_set_ackreq(&pkt, qp->tr != UR_TR_UC && (ackreq || last));
-	ur_bth_set_psn(&pkt, psn);
+	data_pkt_hdr(qp, w, &pkt, buf, psn, paylen, off == 0, last, ackreq);
 
 	if (w->inline_data) {
 		memcpy(pkt.payload, w->inline_data + off, paylen);
@@ -262,25 +306,32 @@ static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off
 /* Send the next packet of w (a SEND or WRITE) at qp->req.offset. */
 static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
 {
-	uint32_t off = qp->req.offset, psn = qp->req.psn;
+	uint32_t off = qp->req.offset, psn = qp->req.psn,
+		 npsn = off ? 0 : uroce_pull_npkts(qp, w, false);
 	enum ibv_wc_status st;
 	bool last;
 	int paylen;
 
 	if (off == 0)
 		w->first_psn = psn;
-	last = off + (w->length - off > qp->mtu ? qp->mtu : w->length - off) == w->length;
-	paylen = data_pkt_xmit(qp, w, off, psn, ack_wanted(qp, last), &st);
+	if (npsn && pull_pkt_xmit(qp, w, psn, npsn)) {
+		paylen = (int)w->length; /* all its PSNs in one record */
+		last = true;
+	} else {
+		npsn = 1;
+		last = off + (w->length - off > qp->mtu ? qp->mtu : w->length - off) == w->length;
+		paylen = data_pkt_xmit(qp, w, off, psn, ack_wanted(qp, last), &st);
+	}
 	if (paylen < 0) {
 		uroce_req_fail_wqe(qp, qp->sq.req, st);
 		return REQ_ERROR;
 	}
-	req_advance(qp, 1);
+	req_advance(qp, npsn);
 	qp->req.offset += (uint32_t)paylen;
 	if (qp->tr != UR_TR_UC)
-		qp->req.inflight++;
+		qp->req.inflight += npsn;
 	if (last) {
-		w->last_psn = psn;
+		w->last_psn = (psn + npsn - 1) & UR_PSN_MASK;
 		w->state = UROCE_WQE_SENT;
 		qp->sq.req++;
 		qp->req.offset = 0;
@@ -307,6 +358,8 @@ static void read_req_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t of
 	ur_reth_set(&pkt, w->remote_addr + off, w->rkey, len);
 	ur_bth_set_ackreq(&pkt, true);
 	ur_bth_set_psn(&pkt, psn);
+	if (qp->req.pull_off)
+		pkt.bth[4] |= UR_BTH4_NOPULL; /* we failed to pull: responses by the ring */
 	uroce_qp_xmit(qp, &pkt);
 }
 
@@ -389,7 +442,7 @@ bool uroce_req_resend(struct uroce_qp *qp, uint32_t psn)
 {
 	enum ibv_wc_status st;
 	struct uroce_swqe *w;
-	uint32_t i, k;
+	uint32_t i, k, n;
 
 	if (!uroce_wqe_idx_for_psn(qp, psn, &i))
 		return false;
@@ -423,6 +476,10 @@ bool uroce_req_resend(struct uroce_qp *qp, uint32_t psn)
 	default:
 		if (k && k * qp->mtu >= w->length)
 			return false;
+		/* from its first PSN a pulled message is pulled again */
+		if (!k && w->state == UROCE_WQE_SENT && (n = uroce_pull_npkts(qp, w, true)) &&
+		    pull_pkt_xmit(qp, w, psn, n))
+			return true;
 		return data_pkt_xmit(qp, w, k * qp->mtu, psn, true, &st) >= 0;
 	}
 }
@@ -464,7 +521,9 @@ static enum req_result req_step(struct uroce_qp *qp)
 		qp->sq.req++;
 		return REQ_DONE_WQE;
 	}
-	if (!rc_may_send(qp, 1))
+	/* a message pulled from our memory puts nothing in the network: it
+	 * needs only PSNs the responder can hold and describe (pull.c) */
+	if (!rc_may_send(qp, 1) && (qp->req.offset || !uroce_pull_npkts(qp, w, false)))
 		return REQ_BLOCKED;
 	if (swqe_is_rd(w) && qp->req.rd_inflight >= max_rd)
 		return REQ_BLOCKED; /* C9-?: at most max_rd_atomic outstanding */

@@ -6,9 +6,11 @@
  * Explicit state machine as in Linux rxe: each check_*() step returns the
  * next state; errors end in a NAK state.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/shm.h"
 #include "transport/rc.h"
 
 enum resp_state {
@@ -54,6 +56,8 @@ static void send_aeth(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 		return; /* UC is unacknowledged (IBTA 9.8.2) */
 	uroce_pkt_init(&pkt, buf, UR_OPC_ACK | qp->tr, qp->attr.dest_qp_num, psn, 0);
 	ur_aeth_set(&pkt, syn, qp->resp.msn);
+	if (qp->resp.pull_failed)
+		pkt.bth[4] |= UR_BTH4_NOPULL; /* send messages through the ring (pull.c) */
 	uroce_qp_xmit(qp, &pkt);
 }
 
@@ -359,12 +363,45 @@ static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	return RESPST_DONE;
 }
 
-/* Send the READ response packets for [va, va+len) starting at psn. */
+/* The n READ responses for [va, va+len) at psn as one pull record
+ * (pull.c): a RESPONSE ONLY naming the MR range, its R_Key, bounds and
+ * access checked here; the requester copies from it.  False: send them. */
+static bool read_resp_pull(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey,
+			   uint32_t len, uint32_t n)
+{
+	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + 64 + 8];
+	struct uroce_pkt pkt;
+	struct uroce_mr *mr;
+	uint8_t *src = NULL;
+
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	mr = uroce_mr_lookup(qp->ctx, rkey);
+	if (mr && !mr->odp && uroce_pd_same(mr->ibmr.pd, resp_pd(qp)) &&
+	    (mr->access & IBV_ACCESS_REMOTE_READ))
+		src = uroce_mr_ptr(mr, va, len);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	if (!src)
+		return false;
+	uroce_pkt_init(&pkt, buf, UR_OPC_READ_RESP_ONLY | qp->tr, qp->attr.dest_qp_num, psn,
+		       uroce_pull_desc_len(1));
+	ur_aeth_set(&pkt, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.msn);
+	uroce_pull_desc_put(pkt.payload, n, &(struct iovec){src, len}, 1);
+	pkt.bth[4] |= UR_BTH4_PULL;
+	uroce_qp_xmit(qp, &pkt);
+	return true;
+}
+
+/* Send the READ response packets for [va, va+len) starting at psn (pull:
+ * the requester may take them as one pull record). */
 static void send_read_resp(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey,
-			   uint32_t len)
+			   uint32_t len, bool pull)
 {
 	uint32_t n = len ? (len + qp->mtu - 1) / qp->mtu : 1;
 	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + 4096 + 8];
+
+	if (pull && n > 1 && uroce_pull_min() && len >= uroce_pull_min() && qp->tr == UR_TR_RC &&
+	    uroce_shm_pull_ok(qp->ep, &qp->path) && read_resp_pull(qp, psn, va, rkey, len, n))
+		return;
 
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t off = i * qp->mtu, paylen = len - off;
@@ -414,7 +451,8 @@ static enum resp_state exec_read(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 	/* Every response packet carries the MSN of the READ itself. */
 	qp->resp.msn = (qp->resp.msn + 1) & 0xffffffu;
-	send_read_resp(qp, pkt->psn, ur_reth_va(pkt), ur_reth_rkey(pkt), len);
+	send_read_resp(qp, pkt->psn, ur_reth_va(pkt), ur_reth_rkey(pkt), len,
+		       !(pkt->bth[4] & UR_BTH4_NOPULL));
 	qp->resp.psn = (pkt->psn + n) & UR_PSN_MASK;
 	return RESPST_DROP; /* PSN already advanced; no ACK needed */
 }
@@ -485,8 +523,74 @@ static enum resp_state exec_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	return RESPST_DROP; /* answered; PSN advanced */
 }
 
+/* A pull record (pull.c), validated like the ONLY packet it is (PSN,
+ * sequence, receive WQE, R_Key and range): the whole message, copied with
+ * one process_vm_readv from the requester's memory straight into the RETH
+ * range or the receive WQE's SGEs, under mr_lock as any placement.  It then
+ * stands for its PSNs psn .. psn + npkts - 1: the last is the one done and
+ * acknowledged.  A pull that fails is answered as a lost packet, with
+ * UR_BTH4_NOPULL on our responses from now on: the requester sends the
+ * message again through the ring (what the pull wrote is inside the
+ * validated range and is overwritten; nothing completes). */
+static enum resp_state exec_pull(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct iovec src[UROCE_MAX_SGE];
+	uint32_t npkts;
+	uint64_t total;
+	int nsrc = uroce_pull_desc_get(qp, pkt, src, &npkts, &total), r = -EFAULT;
+	bool write = pkt->mask & URM_WRITE;
+
+	if (nsrc < 0 || (write && total != ur_reth_len(pkt)))
+		return RESPST_NAK_INVALID; /* (a well-behaved peer sends none) */
+	if (write) {
+		struct uroce_mr *mr;
+		struct iovec dst;
+
+		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		mr = uroce_mr_lookup(qp->ctx, ur_reth_rkey(pkt));
+		dst.iov_base = mr && !mr->odp && uroce_pd_same(mr->ibmr.pd, resp_pd(qp)) &&
+				       (mr->access & IBV_ACCESS_REMOTE_WRITE)
+				   ? uroce_mr_ptr(mr, ur_reth_va(pkt), (uint32_t)total)
+				   : NULL;
+		dst.iov_len = total;
+		if (dst.iov_base)
+			r = uroce_shm_pull(qp->ctx, &pkt->pull, &dst, 1, src, nsrc, total);
+		else
+			uroce_count(qp->ctx, shm_pull_fail, 1); /* (ODP: the packet path) */
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	} else {
+		r = uroce_pull_to_sge(qp, resp_pd(qp), qp->resp.rwqe.sg, qp->resp.rwqe.num_sge, 0,
+				      pkt, src, nsrc, total);
+	}
+	if (r) {
+		qp->resp.pull_failed = true;
+		return RESPST_NAK_PSN_SEQ;
+	}
+	pkt->psn = (pkt->psn + npkts - 1) & UR_PSN_MASK;
+	if (write) {
+		qp->resp.write_va = ur_reth_va(pkt);
+		qp->resp.write_rkey = ur_reth_rkey(pkt);
+		qp->resp.write_len = ur_reth_len(pkt);
+		qp->resp.write_offset = (uint32_t)total;
+		if (pkt->mask & URM_IMMDT)
+			complete_recv(qp, pkt, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
+				      qp->resp.write_len);
+		return RESPST_DONE;
+	}
+	qp->resp.rcv_offset = (uint32_t)total;
+	if ((pkt->mask & URM_IETH) &&
+	    uroce_mw_invalidate(qp, ur_ieth_rkey(pkt), true) != IBV_WC_SUCCESS) {
+		complete_recv(qp, NULL, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, qp->resp.rcv_offset);
+		return RESPST_NAK_INVALID;
+	}
+	complete_recv(qp, pkt, IBV_WC_SUCCESS, IBV_WC_RECV, qp->resp.rcv_offset);
+	return RESPST_DONE;
+}
+
 static enum resp_state execute(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
+	if (pkt->bth[4] & UR_BTH4_PULL)
+		return exec_pull(qp, pkt);
 	if (pkt->mask & URM_ATOMIC)
 		return exec_atomic(qp, pkt);
 	if (pkt->mask & URM_READ)
@@ -525,7 +629,8 @@ static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		ok = rkey_ok(qp, ur_reth_rkey(pkt), ur_reth_va(pkt), len, IBV_ACCESS_REMOTE_READ);
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		if (ok)
-			send_read_resp(qp, pkt->psn, ur_reth_va(pkt), ur_reth_rkey(pkt), len);
+			send_read_resp(qp, pkt->psn, ur_reth_va(pkt), ur_reth_rkey(pkt), len,
+				       !(pkt->bth[4] & UR_BTH4_NOPULL));
 		return;
 	}
 	qp->resp.ack_pending = true;
@@ -549,6 +654,15 @@ static void rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (qs == IBV_QPS_RTR && !qp->resp.comm_est) {
 		qp->resp.comm_est = true;
 		uroce_async_event(qp->ctx, IBV_EVENT_COMM_EST, &qp->ibqp.qp_base);
+	}
+	/* a pull record (pull.c): only an RC WRITE/SEND ONLY through a
+	 * same-host link we can pull from; anything else with the flag is
+	 * dropped as malformed */
+	if ((pkt->bth[4] & UR_BTH4_PULL) &&
+	    (!pkt->pull.pid || qp->tr != UR_TR_RC || !(pkt->mask & URM_START) ||
+	     !(pkt->mask & URM_END) || !(pkt->mask & (URM_WRITE | URM_SEND)))) {
+		uroce_qp_count(qp, rx_drop_state, 1);
+		return;
 	}
 	qp->resp.xsrq = NULL;
 	if (qp->tr == UR_TR_XRC) {

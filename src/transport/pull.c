@@ -1,0 +1,135 @@
+/* The same-host single copy (docs/design.md, "The single copy").
+ *
+ * Between two processes joined by a same-host link (src/net/shm.c) whose
+ * receiver showed at the handshake that it can read the sender's memory, a
+ * large message does not travel through the ring packet by packet.  Its
+ * sender puts one record in the ring: an ordinary packet of the message's
+ * first PSN - a WRITE ONLY or SEND ONLY with the message's headers, or a
+ * READ RESPONSE ONLY - flagged UR_BTH4_PULL, whose payload describes where
+ * the message's bytes are in the sender's memory.  It stands for all the
+ * message's PSNs: the sender counts them as sent, the receiver as received,
+ * so the PSN space, the window, ACKs, go-back and selective repeat are those
+ * of the packets it replaces, and any PSN of it may be sent again as an
+ * ordinary packet.  The side that owns the destination memory validates
+ * (the responder: PSN, opcode sequence, receive WQE, R_Key, bounds, access,
+ * PD, under its own locks; the READ requester: its WQE and its SGEs) and
+ * only then copies the bytes with one process_vm_readv straight into the
+ * range it validated.  A pull that fails (the memory is unreadable, the
+ * peer gone) is answered as if the record had been lost, with
+ * UR_BTH4_NOPULL: the sender sends the message again through the ring.
+ *
+ * This file: which messages are pulled, and the description's format. */
+#include <string.h>
+
+#include "net/shm.h"
+#include "transport/rc.h"
+
+#define PULL_MAGIC 0x4c4c5550u /* "PULL" */
+
+struct pull_hdr {
+	uint32_t magic;
+	uint32_t npkts; /* the PSNs the record stands for */
+	uint64_t total; /* bytes */
+	uint32_t niov;	/* pieces that follow */
+	uint32_t resv;
+};
+
+struct pull_iov {
+	uint64_t va, len; /* in the sender's address space */
+};
+
+uint32_t uroce_pull_desc_len(int niov)
+{
+	return (uint32_t)(sizeof(struct pull_hdr) + (size_t)niov * sizeof(struct pull_iov));
+}
+
+static bool pull_opcode(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
+		return true;
+	default:
+		return false;
+	}
+}
+
+uint32_t uroce_pull_npkts(struct uroce_qp *qp, const struct uroce_swqe *w, bool resend)
+{
+	uint32_t min = uroce_pull_min(), n;
+
+	/* RC only: a UC sender completes before the receiver has copied */
+	if (!min || qp->tr != UR_TR_RC || qp->req.pull_off || w->inline_data || w->length < min ||
+	    !pull_opcode(w->opcode) || uroce_pull_desc_len(w->num_sge) > qp->mtu)
+		return 0;
+	n = swqe_npkts(qp, w);
+	/* as many PSNs in flight as the responder may hold and describe */
+	if (n < 2 || n > UR_SACK_WIN || (!resend && qp->req.inflight + n > UR_SACK_WIN))
+		return 0;
+	return uroce_shm_pull_ok(qp->ep, &qp->path) ? n : 0;
+}
+
+void uroce_pull_desc_put(uint8_t *p, uint32_t npkts, const struct iovec *iov, int n)
+{
+	struct pull_hdr h = {.magic = PULL_MAGIC, .npkts = npkts, .niov = (uint32_t)n};
+
+	for (int i = 0; i < n; i++) {
+		struct pull_iov v = {(uint64_t)(uintptr_t)iov[i].iov_base, iov[i].iov_len};
+
+		memcpy(p + sizeof(h) + (size_t)i * sizeof(v), &v, sizeof(v));
+		h.total += iov[i].iov_len;
+	}
+	memcpy(p, &h, sizeof(h));
+}
+
+int uroce_pull_desc_get(const struct uroce_qp *qp, const struct uroce_pkt *pkt, struct iovec *iov,
+			uint32_t *npkts, uint64_t *total)
+{
+	struct pull_hdr h;
+	uint64_t sum = 0;
+
+	if (!pkt->pull.pid || pkt->paylen < sizeof(h))
+		return -1;
+	memcpy(&h, pkt->payload, sizeof(h));
+	if (h.magic != PULL_MAGIC || !h.niov || h.niov > UROCE_MAX_SGE ||
+	    pkt->paylen != uroce_pull_desc_len((int)h.niov) || !h.total ||
+	    h.total > UROCE_MAX_MSG || h.npkts != (h.total + qp->mtu - 1) / qp->mtu ||
+	    h.npkts > UR_SACK_WIN)
+		return -1;
+	for (uint32_t i = 0; i < h.niov; i++) {
+		struct pull_iov v;
+
+		memcpy(&v, pkt->payload + sizeof(h) + (size_t)i * sizeof(v), sizeof(v));
+		/* what the sender names is its business (the kernel checks
+		 * it against its address space); only the sum must agree */
+		if (v.len > h.total || (sum += v.len) > h.total)
+			return -1;
+		iov[i] = (struct iovec){(void *)(uintptr_t)v.va, (size_t)v.len};
+	}
+	if (sum != h.total)
+		return -1;
+	*npkts = h.npkts;
+	*total = h.total;
+	return (int)h.niov;
+}
+
+int uroce_pull_to_sge(struct uroce_qp *qp, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
+		      uint32_t off, const struct uroce_pkt *pkt, const struct iovec *src, int nsrc,
+		      uint64_t total)
+{
+	struct iovec dst[UROCE_MAX_SGE];
+	int n, r = -EFAULT;
+
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	/* 0 when too small, not ours or ODP: the packet path says which */
+	n = uroce_sge_map(qp->ctx, pd, sg, nsge, off, (uint32_t)total, true, dst, UROCE_MAX_SGE);
+	if (n)
+		r = uroce_shm_pull(qp->ctx, &pkt->pull, dst, n, src, nsrc, total);
+	else
+		uroce_count(qp->ctx, shm_pull_fail, 1);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	return r;
+}
