@@ -418,16 +418,22 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	}
 	if (now - wait.since > UROCE_POLL_YIELD_NS)
 		uroce_ctx_send_owed_acks(ctx, false);
-	if (now - wait.since > wait.yield_ns && !uroce_ctx_wait_acks(ctx)) {
-		uint64_t t = uroce_now_ns();
+	if (now - wait.since > wait.yield_ns) {
+		if (!uroce_ctx_wait_acks(ctx)) {
+			uint64_t t = uroce_now_ns();
 
-		sched_yield();
-		if (uroce_now_ns() - t > UROCE_YIELD_RAN_NS) {
-			wait.yielded = true;
-		} else if (wait.yield_ns < UROCE_POLL_YIELD_NS) {
-			wait.after_yield = 0;
-			wait.yield_ns = UROCE_POLL_YIELD_NS;
+			sched_yield();
+			if (uroce_now_ns() - t > UROCE_YIELD_RAN_NS) {
+				wait.yielded = true;
+			} else if (wait.yield_ns < UROCE_POLL_YIELD_NS) {
+				wait.after_yield = 0;
+				wait.yield_ns = UROCE_POLL_YIELD_NS;
+			}
 		}
+		/* Time given away inside the poll (the yield, the wait on the
+		 * sockets) is not a pause of the application's polling: the
+		 * progress thread keeps out of its way (progress.c). */
+		atomic_store_explicit(&ctx->app_poll_ns, uroce_now_ns(), memory_order_relaxed);
 	}
 }
 
