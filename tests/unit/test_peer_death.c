@@ -39,7 +39,7 @@
 #define CBUF	  (2u * MSG) /* child's buffer */
 #define CHILD_RQ  (NWR + 8)
 #define WAIT_CAP  30.0 /* s: nothing may take longer than this */
-#define MARGIN_S  0.25 /* s added to (retry_cnt + 1) x timeout */
+#define MARGIN_S  1.0  /* s added to (retry_cnt + 1) x timeout (load) */
 #define CPU_LIMIT 0.30 /* CPU seconds per wall second while blocked */
 
 enum opmix { MIX_WRITE, MIX_SEND, MIX_READ, MIX_ALL };
