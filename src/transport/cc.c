@@ -98,9 +98,8 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 		 * window we had, reduced as for one loss */
 		sk->loss_mode = true;
 		sk->low_rtts = 0;
-		sk->cwnd = (uint32_t)((uint64_t)sk->run_cwnd * sk->loss_beta / 1024);
-		if (sk->cwnd < CC_MIN_PKTS << 10)
-			sk->cwnd = CC_MIN_PKTS << 10;
+		if ((uint64_t)sk->run_cwnd * sk->loss_beta / 1024 > sk->cwnd)
+			sk->cwnd = (uint32_t)((uint64_t)sk->run_cwnd * sk->loss_beta / 1024);
 		sk->run_cwnd = 0;
 		sk->ccst.loss_entries++;
 		return;
