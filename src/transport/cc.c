@@ -18,6 +18,7 @@
  * beta and max_mdf). */
 #define CC_TARGET_US 1000u
 #define CC_MIN_PKTS  4u
+#define CC_INIT_PKTS 16u
 #define CC_BETA	     0.8
 #define CC_MAX_MDF   0.5
 /* Loss mode: the decrease on a loss (CUBIC's beta), and the samples in a
@@ -39,7 +40,10 @@ void uroce_cc_init(struct uroce_qp *qp)
 	 * decrease the loss-free rates on one host no longer suffer from
 	 * CPU-scheduling delay (docs/selective-repeat.md) */
 	qp->sk->cc = !(e && !strcmp(e, "0"));
-	qp->sk->cwnd = UROCE_WINDOW << 10;
+	/* slow start: a flow that joins a shared bottleneck with a full
+	 * window looks to the others like a queue filler (the yield rule) */
+	qp->sk->cwnd = (qp->sk->cc ? CC_INIT_PKTS : UROCE_WINDOW) << 10;
+	qp->sk->slow_start = qp->sk->cc;
 	e = getenv("UROCE_CC_TARGET_US");
 	qp->sk->target_ns = (e && atoi(e) > 0 ? (uint64_t)atoi(e) : CC_TARGET_US) * 1000;
 	e = getenv("UROCE_CC_LOSS_BETA");
@@ -81,6 +85,8 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 		return;
 	}
 	d = rtt_ns < prev ? rtt_ns : prev;
+	if (rtt_ns > target)
+		sk->slow_start = false;
 	if (d <= target) {
 		sk->run_cwnd = 0; /* the queue went: the decreases worked */
 		return;
@@ -88,11 +94,14 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 	now = uroce_now_ns();
 	if (now < sk->cc_next_ns)
 		return;
-	if (!sk->run_cwnd)
+	if (!sk->run_cwnd) {
 		sk->run_cwnd = sk->cwnd;
-	if (sk->cwnd <= (2 * CC_MIN_PKTS) << 10 || sk->cwnd * CC_YIELD_MAX <= sk->run_cwnd) {
-		/* the queue stays long while our window shrank to a half
-		 * (or its smallest): it is someone else's, a flow that fills
+		sk->run_rtt_ns = d;
+	}
+	if (sk->cwnd <= (2 * CC_MIN_PKTS) << 10 ||
+	    (sk->cwnd * CC_YIELD_MAX <= sk->run_cwnd && d * 8 >= sk->run_rtt_ns * 7)) {
+		/* the queue stays as long while our window shrank to an
+		 * eighth (or its smallest): it is someone else's, a flow that fills
 		 * queues until they drop (TCP).  Yielding further would
 		 * hand it the link: compete on loss (uroce_cc_loss) from the
 		 * window we had, reduced as for one loss */
@@ -125,7 +134,10 @@ void uroce_cc_acked(struct uroce_qp *qp, uint32_t n)
 	if (!sk || !sk->cc || !n)
 		return;
 	w = sk->cwnd >> 10;
-	sk->cwnd += (n << 10) * (sk->loss_mode ? sk->loss_ai : 1) / (w ? w : 1);
+	if (sk->slow_start)
+		sk->cwnd += n << 10; /* doubling per round trip */
+	else
+		sk->cwnd += (n << 10) * (sk->loss_mode ? sk->loss_ai : 1) / (w ? w : 1);
 	if (sk->cwnd > UROCE_WINDOW << 10)
 		sk->cwnd = UROCE_WINDOW << 10;
 }
@@ -137,6 +149,7 @@ void uroce_cc_timeout(struct uroce_qp *qp)
 	if (!sk || !sk->cc)
 		return;
 	sk->cwnd /= 2;
+	sk->slow_start = false;
 	sk->ccst.dec_timeout++;
 	if (sk->cwnd < CC_MIN_PKTS << 10)
 		sk->cwnd = CC_MIN_PKTS << 10;
@@ -159,6 +172,7 @@ void uroce_cc_loss(struct uroce_qp *qp)
 		return;
 	if (!sk->loss_mode && sk->last_rtt_ns <= sk->base_rtt_ns + sk->target_ns)
 		return;
+	sk->slow_start = false;
 	if (sk->recover_on && ur_psn_diff(qp->req.una_psn, sk->recover_psn) < 0)
 		return; /* the same episode */
 	now = uroce_now_ns();

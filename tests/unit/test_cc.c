@@ -2,6 +2,8 @@
  * docs/selective-repeat.md "Congestion control"), driven with synthetic
  * round-trip samples and losses - no packets, no clock dependence (the
  * once-per-round-trip gate is opened by hand between steps):
+ *   - slow start from 16 packets, doubling per round trip until a long
+ *     round trip (random loss does not end it);
  *   - delay mode: one sample above the target (a descheduled peer) does
  *     not move the window, two in a row do (Swift's decrease, at most
  *     halving); below it the window grows one packet per window;
@@ -57,8 +59,19 @@ int main(void)
 	unsetenv("UROCE_CC_LOSS_BETA");
 	unsetenv("UROCE_CC_LOSS_AI");
 	uroce_cc_init(qp);
-	CHECK(qp->sk->cc && pkts(qp) == UROCE_WINDOW && qp->sk->target_ns == 1 * MS,
-	      "the defaults: on, a full window, 1 ms");
+	CHECK(qp->sk->cc && qp->sk->slow_start && pkts(qp) == 16 && qp->sk->target_ns == 1 * MS,
+	      "the defaults: on, slow start from 16 packets, 1 ms");
+	/* slow start: doubling per round trip, until a long round trip */
+	sample(qp, 100 * US);
+	uroce_cc_acked(qp, 16);
+	CHECK(pkts(qp) == 32, "slow start: a window acknowledged gave %u, not 32", pkts(qp));
+	loss(qp); /* random loss: short queues */
+	CHECK(qp->sk->slow_start && pkts(qp) == 32, "slow start ended by random loss");
+	sample(qp, 5 * MS);
+	CHECK(!qp->sk->slow_start && pkts(qp) == 32, "slow start went on over a long round trip");
+	qp->sk->cwnd = UROCE_WINDOW << 10;
+	qp->sk->base_rtt_ns = 0;
+	qp->sk->last_rtt_ns = 0;
 
 	/* delay mode, base 100 us, target 1.1 ms */
 	for (int i = 0; i < 3; i++)
