@@ -32,11 +32,11 @@ require_uroce
 P=tc$$ # namespace prefix: concurrent runs do not collide
 S=${P}s R=${P}r
 N=2
-ITERS=${TBF_ITERS:-600} # 64 KiB each: 39 MB per flow
+ITERS=${TBF_ITERS:-400} # 64 KiB each: 26 MB per flow
 PIDS=()
 cleanup() {
 	local p
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}" ${QPERF:+"$QPERF"}; do kill -KILL "$p" 2>/dev/null || true; done
 	timeout 10 ip netns del "$S" 2>/dev/null || true
 	timeout 10 ip netns del "$R" 2>/dev/null || true
 }
@@ -66,7 +66,7 @@ for ((i = 0; i < N; i++)); do
 	PIDS+=($!)
 done
 ip netns exec "$R" timeout 120 qperf -lp 18700 >/dev/null 2>&1 &
-PIDS+=($!)
+QPERF=$! # a qperf server serves until stopped
 # the servers listen on their TCP ports before the clients start
 for ((t = 0; t < 200; t++)); do
 	n=$(ip netns exec "$R" ss -Hltn 2>/dev/null | grep -cE ':(1860[0-9]|18700) ' || true)
@@ -89,6 +89,7 @@ for p in "${CLI[@]}" "${PIDS[@]}"; do
 	rcs+=("$rc")
 done
 PIDS=()
+kill "$QPERF" 2>/dev/null || true
 d1=$(tbf_drops)
 drops=$((d1 - d0))
 
