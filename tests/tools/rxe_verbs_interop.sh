@@ -52,7 +52,7 @@ resends() { nosack "$1" && grep -Eq "fault_drop [1-9]" "$1" && grep -Eq "retrans
 kserver() { # NAME SERVER_ARGS CLIENT_CMD...
 	local name=$1 srv=$2 crc out
 	shift 2
-	"$VM" exec "pkill -x ibv_rc_pingpong; pkill -f ib_; sleep 0.3; (setsid $srv; echo rc=\$?) >/tmp/k.log 2>&1 </dev/null &" >/dev/null
+	"$VM" exec "pkill -x ibv_rc_pingpong; pkill -f '[i]b_[a-z]*_bw'; sleep 0.3; (setsid $srv; echo rc=\$?) >/tmp/k.log 2>&1 </dev/null &" >/dev/null
 	sleep 2
 	timeout 120 "${H[@]}" "$@" 10.77.0.2 >"/tmp/vrxe.$name" 2>&1
 	crc=$?
