@@ -170,7 +170,9 @@ void uroce_cc_loss(struct uroce_qp *qp)
 
 	if (!sk || !sk->cc || !sk->base_rtt_ns)
 		return;
-	if (!sk->loss_mode && sk->last_rtt_ns <= sk->base_rtt_ns + sk->target_ns)
+	/* with short queues, random loss (in loss mode too: the queue
+	 * filler's losses come with a full queue) */
+	if (sk->last_rtt_ns <= sk->base_rtt_ns + sk->target_ns)
 		return;
 	sk->slow_start = false;
 	if (sk->recover_on && ur_psn_diff(qp->req.una_psn, sk->recover_psn) < 0)

@@ -13,8 +13,9 @@
  *   - a run of delay decreases that takes the window to 1/8 with the
  *     queue still long (someone else's: a TCP flow) enters loss mode from
  *     0.87 of the window before the run; a short sample ends a run;
- *   - loss mode: x0.87 per loss, +2 packets per window, no decrease on
- *     delay, until 8 short samples in a row;
+ *   - loss mode: x0.87 per loss with a long queue (random loss still
+ *     changes nothing), +2 packets per window, no decrease on delay, until
+ *     8 short samples in a row;
  *   - a long queue with the window at its floor enters loss mode too;
  *   - timeouts halve the window, never below the floor.
  */
@@ -147,8 +148,12 @@ int main(void)
 	qp->req.psn = 900;
 	qp->req.una_psn = 900;
 	sample(qp, 100 * US);
-	loss(qp); /* every loss counts now, queue or not */
-	CHECK(pkts(qp) < w + 2, "loss mode: a loss did not decrease");
+	loss(qp); /* random loss, in loss mode too */
+	CHECK(pkts(qp) == w + 2, "loss mode: a loss with a short queue moved the window");
+	sample(qp, 3 * MS);
+	loss(qp);
+	CHECK(pkts(qp) < w + 2, "loss mode: a loss with a long queue did not decrease");
+	sample(qp, 100 * US);
 	for (int i = 0; i < 6; i++)
 		sample(qp, 100 * US);
 	sample(qp, 3 * MS); /* not 8 in a row */
