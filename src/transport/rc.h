@@ -160,7 +160,7 @@ struct uroce_sack {
 	uint32_t cwnd;
 	uint64_t base_rtt_ns, cc_next_ns, target_ns;
 	uint64_t last_rtt_ns;
-	bool loss_mode; /* competing with a queue filler (sack.c) */
+	bool loss_mode;	 /* competing with a queue filler (sack.c) */
 	bool slow_start; /* from CC_INIT_PKTS until a long round trip */
 	uint8_t low_rtts;
 	/* loss mode: one decrease per recovery episode, until una passes
@@ -168,8 +168,8 @@ struct uroce_sack {
 	bool recover_on;
 	uint32_t recover_psn;
 	uint32_t loss_beta, loss_ai; /* x1024, packets (tunable for the bench) */
-	uint32_t run_cwnd; /* the window before a run of delay decreases */
-	uint64_t run_rtt_ns; /* and the delay that started it */
+	uint32_t run_cwnd;	     /* the window before a run of delay decreases */
+	uint64_t run_rtt_ns;	     /* and the delay that started it */
 	/* what the law did, logged at info level when the QP goes (cc.c) */
 	struct {
 		uint64_t samples, cwnd_sum, dec_delay, dec_loss, dec_timeout, loss_entries;
