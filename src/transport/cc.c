@@ -18,13 +18,17 @@
  * beta and max_mdf). */
 #define CC_TARGET_US 1000u
 #define CC_MIN_PKTS  4u
+#define CC_INIT_PKTS 16u
 #define CC_BETA	     0.8
 #define CC_MAX_MDF   0.5
 /* Loss mode: the decrease on a loss (CUBIC's beta), and the samples in a
  * row at most at the target that end it. */
-#define CC_LOSS_BETA 0.7
+#define CC_LOSS_BETA 870u /* / 1024 */
 #define CC_LOW_EXIT  8u
 #define CC_LOSS_AI   2u
+/* Delay mode: how far a run of decreases may take the window (1/8)
+ * while the queue stays before it is taken for someone else's. */
+#define CC_YIELD_MAX 8u
 
 void uroce_cc_init(struct uroce_qp *qp)
 {
@@ -36,9 +40,16 @@ void uroce_cc_init(struct uroce_qp *qp)
 	 * decrease the loss-free rates on one host no longer suffer from
 	 * CPU-scheduling delay (docs/selective-repeat.md) */
 	qp->sk->cc = !(e && !strcmp(e, "0"));
-	qp->sk->cwnd = UROCE_WINDOW << 10;
+	/* slow start: a flow that joins a shared bottleneck with a full
+	 * window looks to the others like a queue filler (the yield rule) */
+	qp->sk->cwnd = (qp->sk->cc ? CC_INIT_PKTS : UROCE_WINDOW) << 10;
+	qp->sk->slow_start = qp->sk->cc;
 	e = getenv("UROCE_CC_TARGET_US");
 	qp->sk->target_ns = (e && atoi(e) > 0 ? (uint64_t)atoi(e) : CC_TARGET_US) * 1000;
+	e = getenv("UROCE_CC_LOSS_BETA");
+	qp->sk->loss_beta = e && atoi(e) > 0 && atoi(e) < 1024 ? (uint32_t)atoi(e) : CC_LOSS_BETA;
+	e = getenv("UROCE_CC_LOSS_AI");
+	qp->sk->loss_ai = e && atoi(e) > 0 ? (uint32_t)atoi(e) : CC_LOSS_AI;
 }
 
 /* A round trip sample (one per round trip, never of a resent packet).
@@ -63,23 +74,43 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 	prev = sk->last_rtt_ns ? sk->last_rtt_ns : rtt_ns;
 	sk->last_rtt_ns = rtt_ns;
 	target = sk->base_rtt_ns + sk->target_ns;
+	sk->ccst.samples++;
+	sk->ccst.cwnd_sum += sk->cwnd >> 10;
 	if (sk->loss_mode) {
 		sk->low_rtts = rtt_ns <= target ? sk->low_rtts + 1 : 0;
-		if (sk->low_rtts >= CC_LOW_EXIT)
+		if (sk->low_rtts >= CC_LOW_EXIT) {
 			sk->loss_mode = false;
+			sk->run_cwnd = 0;
+		}
 		return;
 	}
 	d = rtt_ns < prev ? rtt_ns : prev;
-	if (d <= target)
+	if (rtt_ns > target)
+		sk->slow_start = false;
+	if (d <= target) {
+		sk->run_cwnd = 0; /* the queue went: the decreases worked */
 		return;
+	}
 	now = uroce_now_ns();
 	if (now < sk->cc_next_ns)
 		return;
-	if (sk->cwnd <= (2 * CC_MIN_PKTS) << 10) {
-		/* the queue stays long with our window at its smallest: it
-		 * is someone else's - compete on loss (uroce_cc_loss) */
+	if (!sk->run_cwnd) {
+		sk->run_cwnd = sk->cwnd;
+		sk->run_rtt_ns = d;
+	}
+	if (sk->cwnd <= (2 * CC_MIN_PKTS) << 10 ||
+	    (sk->cwnd * CC_YIELD_MAX <= sk->run_cwnd && d * 8 >= sk->run_rtt_ns * 7)) {
+		/* the queue stays as long while our window shrank to an
+		 * eighth (or its smallest): it is someone else's, a flow that fills
+		 * queues until they drop (TCP).  Yielding further would
+		 * hand it the link: compete on loss (uroce_cc_loss) from the
+		 * window we had, reduced as for one loss */
 		sk->loss_mode = true;
 		sk->low_rtts = 0;
+		if ((uint64_t)sk->run_cwnd * sk->loss_beta / 1024 > sk->cwnd)
+			sk->cwnd = (uint32_t)((uint64_t)sk->run_cwnd * sk->loss_beta / 1024);
+		sk->run_cwnd = 0;
+		sk->ccst.loss_entries++;
 		return;
 	}
 	f = 1.0 - CC_BETA * (double)(d - target) / (double)d;
@@ -89,6 +120,7 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 	if (sk->cwnd < CC_MIN_PKTS << 10)
 		sk->cwnd = CC_MIN_PKTS << 10;
 	sk->cc_next_ns = now + rtt_ns;
+	sk->ccst.dec_delay++;
 }
 
 /* Additive increase: one packet per window acknowledged; in loss mode
@@ -102,7 +134,10 @@ void uroce_cc_acked(struct uroce_qp *qp, uint32_t n)
 	if (!sk || !sk->cc || !n)
 		return;
 	w = sk->cwnd >> 10;
-	sk->cwnd += (n << 10) * (sk->loss_mode ? CC_LOSS_AI : 1) / (w ? w : 1);
+	if (sk->slow_start)
+		sk->cwnd += n << 10; /* doubling per round trip */
+	else
+		sk->cwnd += (n << 10) * (sk->loss_mode ? sk->loss_ai : 1) / (w ? w : 1);
 	if (sk->cwnd > UROCE_WINDOW << 10)
 		sk->cwnd = UROCE_WINDOW << 10;
 }
@@ -114,6 +149,8 @@ void uroce_cc_timeout(struct uroce_qp *qp)
 	if (!sk || !sk->cc)
 		return;
 	sk->cwnd /= 2;
+	sk->slow_start = false;
+	sk->ccst.dec_timeout++;
 	if (sk->cwnd < CC_MIN_PKTS << 10)
 		sk->cwnd = CC_MIN_PKTS << 10;
 }
@@ -133,17 +170,38 @@ void uroce_cc_loss(struct uroce_qp *qp)
 
 	if (!sk || !sk->cc || !sk->base_rtt_ns)
 		return;
-	if (!sk->loss_mode) {
-		if (sk->last_rtt_ns <= sk->base_rtt_ns + sk->target_ns)
-			return;
-		sk->loss_mode = true;
-		sk->low_rtts = 0;
-	}
+	/* with short queues, random loss (in loss mode too: the queue
+	 * filler's losses come with a full queue) */
+	if (sk->last_rtt_ns <= sk->base_rtt_ns + sk->target_ns)
+		return;
+	sk->slow_start = false;
+	if (sk->recover_on && ur_psn_diff(qp->req.una_psn, sk->recover_psn) < 0)
+		return; /* the same episode */
 	now = uroce_now_ns();
 	if (now < sk->cc_next_ns)
 		return;
-	sk->cwnd = (uint32_t)(sk->cwnd * CC_LOSS_BETA);
+	sk->recover_on = true;
+	sk->recover_psn = qp->req.psn;
+	sk->cwnd = (uint32_t)((uint64_t)sk->cwnd * sk->loss_beta / 1024);
 	if (sk->cwnd < CC_MIN_PKTS << 10)
 		sk->cwnd = CC_MIN_PKTS << 10;
 	sk->cc_next_ns = now + sk->last_rtt_ns;
+	sk->ccst.dec_loss++;
+}
+
+/* What the law did over the QP's life (UROCE_LOG=info). */
+void uroce_cc_log(const struct uroce_qp *qp)
+{
+	const struct uroce_sack *sk = qp->sk;
+
+	if (!sk->cc || !sk->ccst.samples)
+		return;
+	ur_info("qp %u cc: %llu round trips, mean window %.1f packets, base rtt %llu us, "
+		"decreases: %llu delay, %llu loss, %llu timeout; loss mode entered %llu times%s",
+		qp->ibqp.qp_base.qp_num, (unsigned long long)sk->ccst.samples,
+		(double)sk->ccst.cwnd_sum / (double)sk->ccst.samples,
+		(unsigned long long)(sk->base_rtt_ns / 1000),
+		(unsigned long long)sk->ccst.dec_delay, (unsigned long long)sk->ccst.dec_loss,
+		(unsigned long long)sk->ccst.dec_timeout, (unsigned long long)sk->ccst.loss_entries,
+		sk->loss_mode ? " (in it)" : "");
 }

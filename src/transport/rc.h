@@ -160,8 +160,20 @@ struct uroce_sack {
 	uint32_t cwnd;
 	uint64_t base_rtt_ns, cc_next_ns, target_ns;
 	uint64_t last_rtt_ns;
-	bool loss_mode; /* competing with a queue filler (sack.c) */
+	bool loss_mode;	 /* competing with a queue filler (sack.c) */
+	bool slow_start; /* from CC_INIT_PKTS until a long round trip */
 	uint8_t low_rtts;
+	/* loss mode: one decrease per recovery episode, until una passes
+	 * what had been sent at the last one (TCP NewReno's recovery point) */
+	bool recover_on;
+	uint32_t recover_psn;
+	uint32_t loss_beta, loss_ai; /* x1024, packets (tunable for the bench) */
+	uint32_t run_cwnd;	     /* the window before a run of delay decreases */
+	uint64_t run_rtt_ns;	     /* and the delay that started it */
+	/* what the law did, logged at info level when the QP goes (cc.c) */
+	struct {
+		uint64_t samples, cwnd_sum, dec_delay, dec_loss, dec_timeout, loss_entries;
+	} ccst;
 	/* requester: READ responses placed ahead of una (comp.c), how many
 	 * (not in the network: rc_pipe), the highest of them; rd_done: a
 	 * chunk's last, which ended its request (rd_inflight) */
@@ -228,6 +240,7 @@ void uroce_cc_acked(struct uroce_qp *qp, uint32_t n);
 void uroce_cc_timeout(struct uroce_qp *qp);
 /* A loss the requester saw (a hole a selective ACK shows, a probe). */
 void uroce_cc_loss(struct uroce_qp *qp);
+void uroce_cc_log(const struct uroce_qp *qp);
 
 /* At RTR: offer selective repeat if this QP may (RC, native mode,
  * UROCE_SACK=1).  0 or -ENOMEM. */

@@ -104,6 +104,7 @@ void uroce_sack_free(struct uroce_qp *qp)
 {
 	uroce_sack_clear(qp);
 	if (qp->sk) {
+		uroce_cc_log(qp);
 		free(qp->sk->held);
 		while (qp->sk->pool) {
 			uint8_t *b = qp->sk->pool;

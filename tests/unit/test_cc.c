@@ -2,12 +2,20 @@
  * docs/selective-repeat.md "Congestion control"), driven with synthetic
  * round-trip samples and losses - no packets, no clock dependence (the
  * once-per-round-trip gate is opened by hand between steps):
+ *   - slow start from 16 packets, doubling per round trip until a long
+ *     round trip (random loss does not end it);
  *   - delay mode: one sample above the target (a descheduled peer) does
  *     not move the window, two in a row do (Swift's decrease, at most
  *     halving); below it the window grows one packet per window;
- *   - a loss with short queues (random loss) changes nothing;
- *   - a loss with a long queue enters loss mode: x0.7 per loss, +2 packets
- *     per window, no decrease on delay, until 8 short samples in a row;
+ *   - a loss with short queues (random loss) changes nothing; with a long
+ *     queue x0.87, once per recovery episode (until una passes what was
+ *     sent at the decrease), and the law stays delay-based;
+ *   - a run of delay decreases that takes the window to 1/8 with the
+ *     queue still long (someone else's: a TCP flow) enters loss mode from
+ *     0.87 of the window before the run; a short sample ends a run;
+ *   - loss mode: x0.87 per loss with a long queue (random loss still
+ *     changes nothing), +2 packets per window, no decrease on delay, until
+ *     8 short samples in a row;
  *   - a long queue with the window at its floor enters loss mode too;
  *   - timeouts halve the window, never below the floor.
  */
@@ -47,9 +55,24 @@ int main(void)
 		printf("test_cc: out of memory\n");
 		return 1;
 	}
-	qp->sk->cc = true;
+	unsetenv("UROCE_CC");
+	unsetenv("UROCE_CC_TARGET_US");
+	unsetenv("UROCE_CC_LOSS_BETA");
+	unsetenv("UROCE_CC_LOSS_AI");
+	uroce_cc_init(qp);
+	CHECK(qp->sk->cc && qp->sk->slow_start && pkts(qp) == 16 && qp->sk->target_ns == 1 * MS,
+	      "the defaults: on, slow start from 16 packets, 1 ms");
+	/* slow start: doubling per round trip, until a long round trip */
+	sample(qp, 100 * US);
+	uroce_cc_acked(qp, 16);
+	CHECK(pkts(qp) == 32, "slow start: a window acknowledged gave %u, not 32", pkts(qp));
+	loss(qp); /* random loss: short queues */
+	CHECK(qp->sk->slow_start && pkts(qp) == 32, "slow start ended by random loss");
+	sample(qp, 5 * MS);
+	CHECK(!qp->sk->slow_start && pkts(qp) == 32, "slow start went on over a long round trip");
 	qp->sk->cwnd = UROCE_WINDOW << 10;
-	qp->sk->target_ns = 1 * MS;
+	qp->sk->base_rtt_ns = 0;
+	qp->sk->last_rtt_ns = 0;
 
 	/* delay mode, base 100 us, target 1.1 ms */
 	for (int i = 0; i < 3; i++)
@@ -76,13 +99,45 @@ int main(void)
 	loss(qp);
 	CHECK(pkts(qp) == w && !qp->sk->loss_mode, "a loss with short queues moved the window");
 
-	/* a loss with a long queue: loss mode */
+	/* a loss with a long queue: a decrease, once per episode, no mode */
 	sample(qp, 3 * MS);
 	w = pkts(qp);
+	qp->req.psn = 500;
 	loss(qp);
-	CHECK(qp->sk->loss_mode, "a loss with a long queue: no loss mode");
-	CHECK(pkts(qp) >= w * 7 / 10 - 1 && pkts(qp) <= w * 7 / 10 + 1,
-	      "loss mode: %u, not %u x 0.7", pkts(qp), w);
+	CHECK(!qp->sk->loss_mode, "a loss with a long queue: loss mode (delay mode can yield)");
+	CHECK(pkts(qp) >= w * 87 / 100 - 1 && pkts(qp) <= w * 87 / 100 + 1,
+	      "a loss with a long queue: %u, not %u x 0.87", pkts(qp), w);
+	w = pkts(qp);
+	qp->req.una_psn = 499;
+	loss(qp);
+	CHECK(pkts(qp) == w, "a second decrease in one recovery episode: %u", pkts(qp));
+	qp->req.una_psn = 500;
+	loss(qp);
+	CHECK(pkts(qp) < w, "no decrease after the episode: %u", pkts(qp));
+
+	/* a run of delay decreases that does not shorten the queue */
+	qp->sk->cwnd = 200 << 10;
+	sample(qp, 100 * US); /* ends any run */
+	for (int i = 0; i < 2; i++)
+		sample(qp, 10 * MS); /* the second: x0.5 */
+	CHECK(pkts(qp) == 100 && !qp->sk->loss_mode, "a run: %u, not halved", pkts(qp));
+	sample(qp, 10 * MS);
+	sample(qp, 10 * MS);
+	CHECK(pkts(qp) == 25 && !qp->sk->loss_mode, "a run to a quarter: %u", pkts(qp));
+	sample(qp, 100 * US); /* the queue went: a new run from 25 */
+	sample(qp, 10 * MS);
+	sample(qp, 10 * MS);
+	sample(qp, 10 * MS);
+	CHECK(!qp->sk->loss_mode && pkts(qp) == 6, "a short sample did not end the run: %u",
+	      pkts(qp));
+	qp->sk->cwnd = 200 << 10;
+	sample(qp, 100 * US);
+	for (int i = 0; i < 5 && !qp->sk->loss_mode; i++)
+		sample(qp, 10 * MS);
+	CHECK(qp->sk->loss_mode, "200 -> 25 packets with the queue still long: no loss mode");
+	CHECK(pkts(qp) == 200 * 870 / 1024, "loss mode entered at %u, not 0.87 x 200", pkts(qp));
+
+	/* loss mode */
 	w = pkts(qp);
 	for (int i = 0; i < 4; i++)
 		sample(qp, 3 * MS);
@@ -90,9 +145,16 @@ int main(void)
 	uroce_cc_acked(qp, w);
 	CHECK(pkts(qp) == w + 2, "loss mode: a window acknowledged gave %u, not %u", pkts(qp),
 	      w + 2);
-	loss(qp); /* every loss counts now, queue or not */
-	CHECK(pkts(qp) < w + 2, "loss mode: a loss did not decrease");
-	for (int i = 0; i < 7; i++)
+	qp->req.psn = 900;
+	qp->req.una_psn = 900;
+	sample(qp, 100 * US);
+	loss(qp); /* random loss, in loss mode too */
+	CHECK(pkts(qp) == w + 2, "loss mode: a loss with a short queue moved the window");
+	sample(qp, 3 * MS);
+	loss(qp);
+	CHECK(pkts(qp) < w + 2, "loss mode: a loss with a long queue did not decrease");
+	sample(qp, 100 * US);
+	for (int i = 0; i < 6; i++)
 		sample(qp, 100 * US);
 	sample(qp, 3 * MS); /* not 8 in a row */
 	CHECK(qp->sk->loss_mode, "loss mode ended without 8 short samples in a row");
