@@ -109,8 +109,10 @@ static uint64_t app_polling(struct uroce_ctx *ctx, uint64_t now)
 	uint64_t last = atomic_load(&ctx->app_poll_ns); /* seq_cst: uroce_app_sleeps */
 	uint64_t since;
 
-	/* (a poll stamped after the caller read the clock is a poll now) */
-	if (last > now || (last && atomic_load_explicit(&ctx->app_away, memory_order_relaxed)))
+	/* A poll stamped after the caller read the clock is a poll now (the
+	 * difference wrapped: the thread took it for a pause and served the
+	 * sockets of a continuous poller). */
+	if (last > now)
 		last = now;
 	since = now - last;
 
@@ -121,22 +123,12 @@ static uint64_t app_polling(struct uroce_ctx *ctx, uint64_t now)
 	return since < UROCE_APP_POLL_GAP_NS ? UROCE_APP_POLL_GAP_NS - since : 0;
 }
 
-/* What counts as polling.  An ibv_poll_cq (uroce_cq_drive) starts or
- * continues a burst; an ibv_post_send only continues one: a thread that
- * polls, posts for longer than UROCE_APP_POLL_GAP_NS (ib_send_bw's
- * requester refilling its window with 64 KiB messages) and polls again has
- * not paused, and the thread must not take its sockets meanwhile.  A post
- * alone starts nothing: a thread that posts and then sleeps (ib_send_lat
- * -e) or spins on memory leaves the sockets to the progress thread. */
-void uroce_app_active(struct uroce_ctx *ctx, uint64_t now, bool poll)
+/* An application thread polls an empty CQ (src/verbs/cq.c). */
+void uroce_app_active(struct uroce_ctx *ctx, uint64_t now)
 {
-	uint64_t last = atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed);
-
-	if (now - last > UROCE_APP_POLL_GAP_NS) {
-		if (!poll)
-			return;
+	if (now - atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed) >
+	    UROCE_APP_POLL_GAP_NS)
 		atomic_store_explicit(&ctx->app_burst_ns, now, memory_order_relaxed);
-	}
 	atomic_store_explicit(&ctx->app_poll_ns, now, memory_order_relaxed);
 }
 

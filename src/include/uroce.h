@@ -178,9 +178,6 @@ struct uroce_ctx {
 	/* the thread stays out of an application poller's way (wake it when
 	 * that application is about to sleep: uroce_app_sleeps) */
 	atomic_bool prog_grace;
-	/* application pollers inside the poll's own yield or wait on the
-	 * sockets (src/verbs/cq.c): polling, for the thread */
-	atomic_int app_away;
 	/* QPs with timers, scanned by the progress thread */
 	struct uroce_qp **qps;
 	int nqps, qps_cap;
@@ -743,9 +740,9 @@ int uroce_progress_start(struct uroce_ctx *ctx);
 void uroce_progress_stop(struct uroce_ctx *ctx);
 void uroce_progress_wake(struct uroce_ctx *ctx);
 /* The progress model's view of the application (src/core/progress.c): a
- * thread polls a CQ (poll) or posts between its polls (!poll); a thread is
- * about to sleep in the kernel waiting for a completion event. */
-void uroce_app_active(struct uroce_ctx *ctx, uint64_t now, bool poll);
+ * thread polls an empty CQ; a thread is about to sleep in the kernel
+ * waiting for a completion event. */
+void uroce_app_active(struct uroce_ctx *ctx, uint64_t now);
 void uroce_app_sleeps(struct uroce_ctx *ctx);
 int uroce_progress_add_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
 void uroce_progress_del_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);

@@ -386,21 +386,16 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	int nep, got = 0, armed;
 	uint64_t now;
 
-	now = uroce_now_ns();
-	/* Every poll is one, also one that finds completions: while the
-	 * progress thread receives, the application's polls find what it
-	 * queued, and when they did not count it took them for a pause and
-	 * kept receiving, a packet per wake-up, on the CPU the poller needed
-	 * (ib_send_bw's server: 350,000 wake-ups for 320,000 packets).  A
-	 * poll of an armed CQ is the last look before a sleep on its channel
-	 * (arm, drain, wait), not a busy poller (progress.c). */
-	armed = __atomic_load_n(&cq->armed, __ATOMIC_RELAXED);
-	if (!armed)
-		uroce_app_active(ctx, now, true);
 	if (__atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
 		cq_wait_end(&wait);
 		return;
 	}
+	now = uroce_now_ns();
+	/* A poll of an armed CQ is the last look before a sleep on its
+	 * channel (arm, drain, wait), not a busy poller (progress.c). */
+	armed = __atomic_load_n(&cq->armed, __ATOMIC_RELAXED);
+	if (!armed)
+		uroce_app_active(ctx, now);
 	nep = atomic_load(&ctx->nep);
 	for (int i = 0; i < nep; i++)
 		got += uroce_ep_poll_app(ctx->ep[i], 64);
@@ -425,8 +420,6 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	if (now - wait.since > UROCE_POLL_YIELD_NS)
 		uroce_ctx_send_owed_acks(ctx, false);
 	if (now - wait.since > wait.yield_ns) {
-		if (!armed)
-			atomic_fetch_add(&ctx->app_away, 1);
 		if (!uroce_ctx_wait_acks(ctx)) {
 			uint64_t t = uroce_now_ns();
 
@@ -441,11 +434,9 @@ void uroce_cq_drive(struct uroce_cq *cq)
 		/* Time given away inside the poll (the yield, the wait on the
 		 * sockets) is not a pause of the application's polling: the
 		 * progress thread keeps out of its way (progress.c). */
-		if (!armed) {
-			atomic_fetch_sub(&ctx->app_away, 1);
+		if (!armed)
 			atomic_store_explicit(&ctx->app_poll_ns, uroce_now_ns(),
 					      memory_order_relaxed);
-		}
 	}
 }
 

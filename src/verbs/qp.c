@@ -661,7 +661,6 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	bool cork;
 	int err = 0;
 
-	uroce_app_active(qp->ctx, uroce_now_ns(), false); /* a poller posting */
 	pthread_mutex_lock(&qp->lock);
 	head0 = qp->sq.head;
 	/* Autocork: while earlier packets of this QP are unacknowledged, what
@@ -720,7 +719,6 @@ out:
 	uroce_ep_send_owed_acks(ep, true);
 	if (!cork)
 		uroce_ep_flush(ep);
-	uroce_app_active(qp->ctx, uroce_now_ns(), false);
 	return err;
 }
 
