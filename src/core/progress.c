@@ -106,14 +106,46 @@ static void drain_wake(struct uroce_ctx *ctx)
 
 static uint64_t app_polling(struct uroce_ctx *ctx, uint64_t now)
 {
-	uint64_t last = atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed);
-	uint64_t since = now - last;
+	uint64_t last = atomic_load(&ctx->app_poll_ns); /* seq_cst: uroce_app_sleeps */
+	uint64_t since;
+
+	/* A poll stamped after the caller read the clock is a poll now (the
+	 * difference wrapped: the thread took it for a pause and served the
+	 * sockets of a continuous poller). */
+	if (last > now)
+		last = now;
+	since = now - last;
 
 	if (since < UROCE_APP_POLL_GRACE_NS &&
 	    last - atomic_load_explicit(&ctx->app_burst_ns, memory_order_relaxed) >=
 		UROCE_APP_POLL_SPIN_NS)
 		return UROCE_APP_POLL_GRACE_NS - since;
 	return since < UROCE_APP_POLL_GAP_NS ? UROCE_APP_POLL_GAP_NS - since : 0;
+}
+
+/* An application thread polls an empty CQ (src/verbs/cq.c). */
+void uroce_app_active(struct uroce_ctx *ctx, uint64_t now)
+{
+	if (now - atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed) >
+	    UROCE_APP_POLL_GAP_NS)
+		atomic_store_explicit(&ctx->app_burst_ns, now, memory_order_relaxed);
+	atomic_store_explicit(&ctx->app_poll_ns, now, memory_order_relaxed);
+}
+
+/* The application is about to sleep in the kernel until a completion event
+ * (ibv_req_notify_cq, ibv_get_cq_event: src/verbs/cq.c).  Its burst of
+ * polls is over: hand the sockets to the thread now rather than when the
+ * burst rule sees the pause (ib_send_lat -e, which arms, posts and sleeps in
+ * ibv_get_cq_event, waited up to a 1 ms slice per event).  seq_cst: the
+ * thread stores prog_grace and then reads app_poll_ns again, so either it
+ * sees the pause or we see it waiting and wake it. */
+void uroce_app_sleeps(struct uroce_ctx *ctx)
+{
+	if (!atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed))
+		return;
+	atomic_store(&ctx->app_poll_ns, 0);
+	if (atomic_load(&ctx->prog_grace))
+		uroce_progress_wake(ctx);
 }
 
 /* Bounded spin (UROCE_SPIN_US, default 50): after traffic, keep reading the
@@ -271,6 +303,7 @@ static void *progress_main(void *arg)
 			}
 			timeout = (int)((t - now + 999999) / 1000000);
 		}
+		atomic_store(&ctx->prog_grace, true); /* then app_polling: uroce_app_sleeps */
 		if ((grace = app_polling(ctx, now))) {
 			uint64_t ns = UROCE_GRACE_SLICE_MS * 1000000ull;
 
@@ -279,12 +312,14 @@ static void *progress_main(void *arg)
 			if (t && t - now < ns)
 				ns = t - now;
 			wake_events(ctx, ns);
+			atomic_store(&ctx->prog_grace, false);
 			uroce_ctx_send_owed_acks(ctx, false);
 			/* and what an autocorked post left (qp.c) */
 			for (int i = 0; i < atomic_load(&ctx->nep); i++)
 				uroce_ep_flush(ctx->ep[i]);
 			continue;
 		}
+		atomic_store(&ctx->prog_grace, false);
 		/* Deep sleep: only a packet, a timer or a wake ends it.  An
 		 * ACK deferred from now on wakes the thread (flush_acks). */
 		atomic_store(&ctx->prog_deep, true);

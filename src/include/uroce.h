@@ -175,6 +175,9 @@ struct uroce_ctx {
 	/* when the application's polls began to come less than
 	 * UROCE_APP_POLL_GAP_NS apart (src/verbs/cq.c, src/core/progress.c) */
 	atomic_ullong app_burst_ns;
+	/* the thread stays out of an application poller's way (wake it when
+	 * that application is about to sleep: uroce_app_sleeps) */
+	atomic_bool prog_grace;
 	/* QPs with timers, scanned by the progress thread */
 	struct uroce_qp **qps;
 	int nqps, qps_cap;
@@ -736,6 +739,11 @@ bool uroce_icrc_ok_any_ipid(const struct uroce_pkt *pkt, const struct uroce_ipin
 int uroce_progress_start(struct uroce_ctx *ctx);
 void uroce_progress_stop(struct uroce_ctx *ctx);
 void uroce_progress_wake(struct uroce_ctx *ctx);
+/* The progress model's view of the application (src/core/progress.c): a
+ * thread polls an empty CQ; a thread is about to sleep in the kernel
+ * waiting for a completion event. */
+void uroce_app_active(struct uroce_ctx *ctx, uint64_t now);
+void uroce_app_sleeps(struct uroce_ctx *ctx);
 int uroce_progress_add_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
 void uroce_progress_del_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
 /* A QP armed a timer for deadline (ns, uroce_now_ns clock). */

@@ -291,7 +291,7 @@ void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 	cq->tail = (cq->tail + 1) % cq->size;
 	cq->count++;
 	if (cq->armed == 1 || (cq->armed == 2 && (solicited || wc->status != IBV_WC_SUCCESS))) {
-		cq->armed = 0;
+		__atomic_store_n(&cq->armed, 0, __ATOMIC_RELAXED);
 		fire = true;
 	}
 	if (fire)
@@ -383,7 +383,7 @@ void uroce_cq_drive(struct uroce_cq *cq)
 {
 	static __thread struct cq_wait wait;
 	struct uroce_ctx *ctx = cq->ctx;
-	int nep, got = 0;
+	int nep, got = 0, armed;
 	uint64_t now;
 
 	if (__atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
@@ -391,10 +391,11 @@ void uroce_cq_drive(struct uroce_cq *cq)
 		return;
 	}
 	now = uroce_now_ns();
-	if (now - atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed) >
-	    UROCE_APP_POLL_GAP_NS)
-		atomic_store_explicit(&ctx->app_burst_ns, now, memory_order_relaxed);
-	atomic_store_explicit(&ctx->app_poll_ns, now, memory_order_relaxed);
+	/* A poll of an armed CQ is the last look before a sleep on its
+	 * channel (arm, drain, wait), not a busy poller (progress.c). */
+	armed = __atomic_load_n(&cq->armed, __ATOMIC_RELAXED);
+	if (!armed)
+		uroce_app_active(ctx, now);
 	nep = atomic_load(&ctx->nep);
 	for (int i = 0; i < nep; i++)
 		got += uroce_ep_poll_app(ctx->ep[i], 64);
@@ -433,7 +434,9 @@ void uroce_cq_drive(struct uroce_cq *cq)
 		/* Time given away inside the poll (the yield, the wait on the
 		 * sockets) is not a pause of the application's polling: the
 		 * progress thread keeps out of its way (progress.c). */
-		atomic_store_explicit(&ctx->app_poll_ns, uroce_now_ns(), memory_order_relaxed);
+		if (!armed)
+			atomic_store_explicit(&ctx->app_poll_ns, uroce_now_ns(),
+					      memory_order_relaxed);
 	}
 }
 
@@ -466,8 +469,9 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	pthread_mutex_lock(&cq->lock);
 	/* A request for all completions wins over solicited-only. */
 	if (!solicited_only || cq->armed != 1)
-		cq->armed = solicited_only ? 2 : 1;
+		__atomic_store_n(&cq->armed, solicited_only ? 2 : 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cq->lock);
+	uroce_app_sleeps(cq->ctx);
 	return 0;
 }
 
@@ -481,6 +485,8 @@ UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_c
 		errno = EINVAL;
 		return -1;
 	}
+	/* the application sleeps in the read: the progress thread's turn */
+	uroce_app_sleeps(to_uctx(ch->ibch.context));
 	for (;;) {
 		struct uroce_cq *cq = NULL;
 		uint64_t h;
