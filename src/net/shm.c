@@ -154,6 +154,11 @@ struct shm_txl { /* we send; ep->tx_lock */
 	struct shm_ring *r;
 	size_t maplen;
 	uint64_t tail, size, retry_ns; /* retry_ns: also the handshake's deadline */
+	/* the receiver's head as last read: the shared one is read (and
+	 * checked) again only once this one leaves less than half the ring
+	 * free, so its line stays with the receiver - a cache miss less per
+	 * record on both sides */
+	uint64_t head;
 };
 
 struct shm_rxl { /* we receive */
@@ -341,6 +346,18 @@ void uroce_shm_ep_fini(struct uroce_ep *ep)
 	free(s);
 }
 
+/* Every page of a ring in place before its first record: on a first lap
+ * each side would otherwise take a page fault every 4 KiB of records (a
+ * 2-byte ping-pong: one on each side every 32nd message, several us).
+ * The receiver allocates the pages, the sender then only maps them; the
+ * memory is the ring's anyway after one lap.  Before Linux 5.14 (EINVAL)
+ * the faults come as they used to. */
+static void ring_prefault(void *p, size_t len)
+{
+	if (madvise(p, len, MADV_POPULATE_WRITE))
+		ur_trace("shm: prefault: %s", strerror(errno));
+}
+
 /* ---- handshake messages ---- */
 
 static int send_fd(int sock, const struct shm_hello *h, int fd)
@@ -470,7 +487,7 @@ static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
 	}
 	l->maplen = len;
 	l->size = bytes;
-	l->tail = 0;
+	l->tail = l->head = 0;
 	l->r->magic = SHM_MAGIC;
 	l->r->version = SHM_VERSION;
 	l->r->size = bytes;
@@ -508,6 +525,7 @@ static void txl_reply(struct shm_txl *l)
 		txl_down(l, uroce_now_ns() + SHM_RETRY_NS);
 		return;
 	}
+	ring_prefault(l->r, l->maplen);
 	l->bell = bell;
 	l->flushed = false;
 	l->used = false;
@@ -523,7 +541,7 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 		    bool crc)
 {
 	struct shm_ring *r = l->r;
-	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+	uint64_t head = l->head;
 	uint64_t tail = l->tail, size = l->size, off = tail & (size - 1), pad = 0;
 	uint64_t need = align_up(sizeof(struct shm_rec) + len);
 	struct shm_rec h = {.len = (uint32_t)len,
@@ -532,12 +550,16 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 			    .flags = (l->used ? 0 : SHM_REC_FIRST) | (crc ? 0 : SHM_REC_NOCRC) |
 				     (uint32_t)ip->tos << 8};
 
-	if (tail - head > size || head % SHM_ALIGN)
-		return -EIO;
 	if (off + need > size)
 		pad = size - off;
-	if (tail + pad + need - head > size)
-		return -ENOSPC;
+	if (tail + pad + need - head > size / 2) {
+		head = atomic_load_explicit(&r->head, memory_order_acquire);
+		if (tail - head > size || head % SHM_ALIGN)
+			return -EIO;
+		l->head = head;
+		if (tail + pad + need - head > size)
+			return -ENOSPC;
+	}
 	if (pad) {
 		struct shm_rec p = {.len = SHM_PAD};
 
@@ -844,6 +866,7 @@ static int rxl_hello(struct uroce_shm *s, struct shm_rxl *l)
 	close(mfd);
 	if (map == MAP_FAILED)
 		return -1;
+	ring_prefault(map, len);
 	l->r = map;
 	l->maplen = len;
 	l->size = h.ring_bytes;
