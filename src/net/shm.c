@@ -90,6 +90,10 @@ enum {
 	SHM_MAX_PENDING = 64,
 	SHM_RX_BURST = 16,  /* records per batch: one ACK flush, as one recvmmsg */
 	SHM_HELLO_PULL = 1, /* hello: pull from me; reply: I can */
+	/* the sleeping flag's bits: a sender that sees any clears all and
+	 * rings the doorbell once, which wakes both */
+	SHM_SLEEP_PROGRESS = 1, /* the progress thread, in epoll_wait */
+	SHM_SLEEP_APP = 2,	/* a requester waiting for ACKs (uroce_shm_wait) */
 };
 #define SHM_UDP_EVERY_NS 20000ull
 #define SHM_RETRY_NS	 1000000000ull
@@ -110,7 +114,7 @@ struct shm_ring {
 	uint8_t pad1[SHM_ALIGN - 8];
 	_Atomic uint64_t tail; /* written by the sender */
 	uint8_t pad2[SHM_ALIGN - 8];
-	_Atomic uint32_t sleeping; /* the receiver's progress thread blocks */
+	_Atomic uint32_t sleeping; /* SHM_SLEEP_*: who on the receiving side blocks */
 	uint8_t pad3[SHM_ALIGN - 4];
 	uint8_t data[];
 };
@@ -346,18 +350,6 @@ void uroce_shm_ep_fini(struct uroce_ep *ep)
 	free(s);
 }
 
-/* Every page of a ring in place before its first record: on a first lap
- * each side would otherwise take a page fault every 4 KiB of records (a
- * 2-byte ping-pong: one on each side every 32nd message, several us).
- * The receiver allocates the pages, the sender then only maps them; the
- * memory is the ring's anyway after one lap.  Before Linux 5.14 (EINVAL)
- * the faults come as they used to. */
-static void ring_prefault(void *p, size_t len)
-{
-	if (madvise(p, len, MADV_POPULATE_WRITE))
-		ur_trace("shm: prefault: %s", strerror(errno));
-}
-
 /* ---- handshake messages ---- */
 
 static int send_fd(int sock, const struct shm_hello *h, int fd)
@@ -525,7 +517,6 @@ static void txl_reply(struct shm_txl *l)
 		txl_down(l, uroce_now_ns() + SHM_RETRY_NS);
 		return;
 	}
-	ring_prefault(l->r, l->maplen);
 	l->bell = bell;
 	l->flushed = false;
 	l->used = false;
@@ -866,7 +857,6 @@ static int rxl_hello(struct uroce_shm *s, struct shm_rxl *l)
 	close(mfd);
 	if (map == MAP_FAILED)
 		return -1;
-	ring_prefault(map, len);
 	l->r = map;
 	l->maplen = len;
 	l->size = h.ring_bytes;
@@ -954,26 +944,64 @@ void uroce_shm_event(struct uroce_ctx *ctx, void *p, uint32_t events)
 	}
 }
 
+/* Raise (on) or clear one sleeper's bit in every ring of s it drains;
+ * true when one already holds packets. */
+static bool rings_sleep(struct uroce_shm *s, uint32_t bit, bool on)
+{
+	bool busy = false;
+
+	for (struct shm_rxl *l = s ? s->rx : NULL; l; l = l->next) {
+		/* our own copy of head, never the shared one: a peer could
+		 * make a ring look busy forever */
+		if (atomic_load_explicit(&l->bad, memory_order_relaxed))
+			continue;
+		if (!on) {
+			atomic_fetch_and(&l->r->sleeping, ~bit);
+			continue;
+		}
+		atomic_fetch_or(&l->r->sleeping, bit); /* seq_cst: then the tail */
+		if (atomic_load(&l->r->tail) != __atomic_load_n(&l->head, __ATOMIC_RELAXED))
+			busy = true;
+	}
+	return busy;
+}
+
 bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on)
 {
 	int nep = atomic_load(&ctx->nep);
 	bool busy = false;
 
-	for (int i = 0; i < nep; i++) {
-		struct uroce_shm *s = ctx->ep[i]->shm;
-
-		for (struct shm_rxl *l = s ? s->rx : NULL; l; l = l->next) {
-			/* our own copy of head, never the shared one: a peer
-			 * could make a ring look busy forever */
-			if (atomic_load_explicit(&l->bad, memory_order_relaxed))
-				continue;
-			atomic_store(&l->r->sleeping, on);
-			if (on &&
-			    atomic_load(&l->r->tail) != __atomic_load_n(&l->head, __ATOMIC_RELAXED))
-				busy = true;
-		}
-	}
+	/* the progress thread alone changes the lists: no rx_lock */
+	for (int i = 0; i < nep; i++)
+		busy |= rings_sleep(ctx->ep[i]->shm, SHM_SLEEP_PROGRESS, on);
 	return busy;
+}
+
+int uroce_shm_wait(struct uroce_ep *ep, bool on)
+{
+	struct uroce_shm *s = ep->shm;
+	uint64_t v;
+	int fd;
+
+	if (!s)
+		return -1;
+	if (on ? pthread_mutex_trylock(&ep->rx_lock) : pthread_mutex_lock(&ep->rx_lock))
+		return -2; /* being drained: do not sleep */
+	if (!on) {
+		rings_sleep(s, SHM_SLEEP_APP, false);
+		pthread_mutex_unlock(&ep->rx_lock);
+		return -1;
+	}
+	/* a counter reset, so that poll() blocks until a sender rings (the
+	 * progress thread's epoll is edge-triggered).  A link whose handshake
+	 * is under way sends over UDP meanwhile, and the caller polls the
+	 * UDP socket too; one that comes up during the sleep has no flag
+	 * raised: its first records wait for the poll's timeout. */
+	if (read(s->bell, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		ur_trace("shm doorbell: %s", strerror(errno));
+	fd = rings_sleep(s, SHM_SLEEP_APP, true) ? -2 : s->bell;
+	pthread_mutex_unlock(&ep->rx_lock);
+	return fd;
 }
 
 void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len)
