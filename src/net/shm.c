@@ -88,8 +88,9 @@ enum {
 	SHM_REC_NOCRC = 2, /* the sender did not compute the ICRC */
 	SHM_HASH = 64,
 	SHM_MAX_PENDING = 64,
-	SHM_RX_BURST = 16,  /* records per batch: one ACK flush, as one recvmmsg */
-	SHM_HELLO_PULL = 1, /* hello: pull from me; reply: I can */
+	SHM_RX_BURST = 16,   /* records per batch: one ACK flush, as one recvmmsg */
+	SHM_HELLO_PULL = 1,  /* hello: pull from me; reply: I can */
+	SHM_HEAD_EVERY = 64, /* records between two looks at the shared head */
 	/* the sleeping flag's bits: a sender that sees any clears all and
 	 * rings the doorbell once, which wakes both */
 	SHM_SLEEP_PROGRESS = 1, /* the progress thread, in epoll_wait */
@@ -160,9 +161,10 @@ struct shm_txl { /* we send; ep->tx_lock */
 	uint64_t tail, size, retry_ns; /* retry_ns: also the handshake's deadline */
 	/* the receiver's head as last read: the shared one is read (and
 	 * checked) again only once this one leaves less than half the ring
-	 * free, so its line stays with the receiver - a cache miss less per
-	 * record on both sides */
+	 * free, or every SHM_HEAD_EVERY records, so its line stays with the
+	 * receiver - a cache miss less per record on both sides */
 	uint64_t head;
+	unsigned puts; /* records: the head is read every SHM_HEAD_EVERY too */
 };
 
 struct shm_rxl { /* we receive */
@@ -543,7 +545,7 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 
 	if (off + need > size)
 		pad = size - off;
-	if (tail + pad + need - head > size / 2) {
+	if (tail + pad + need - head > size / 2 || !(++l->puts % SHM_HEAD_EVERY)) {
 		head = atomic_load_explicit(&r->head, memory_order_acquire);
 		if (tail - head > size || head % SHM_ALIGN)
 			return -EIO;

@@ -188,9 +188,9 @@ static void test_hostile(void)
 				memcpy(r.base + i, &x, 4);
 			}
 			break;
-		case 4: /* the head the sender reads (once half the ring is
-			 * used: a thread keeps writing it meanwhile, as B
-			 * rewrites it after every record) */
+		case 4: /* the head the sender reads (every 64 records, or
+			 * once half the ring is used: a thread keeps writing
+			 * it meanwhile, as B rewrites it after every record) */
 			head_scribble(&r, true);
 			break;
 		case 5: /* well-formed records of garbage packets: parsed and dropped */
@@ -212,8 +212,7 @@ static void test_hostile(void)
 		 * head, variant 4, is for A to read: B would overwrite it) */
 		if (v != 4)
 			uroce_ep_poll(to_uctx(p.b.ctx)->ep[0], 64);
-		/* at least half the ring's worth of records: the sender
-		 * reads the head again */
+		/* records enough for the sender to read the head again */
 		for (int k = 0; v == 4 && k < 24 && CNT(&p.b, shm_bad) + CNT(&p.a, shm_bad) == bad0;
 		     k++)
 			write_stream(&p, 16, 16384, 20u + (unsigned)k);
