@@ -753,12 +753,13 @@ void uroce_ctx_send_owed_acks(struct uroce_ctx *ctx, bool wait)
  * sender sleeps in send() instead).  With at least UROCE_WAIT_INFLIGHT
  * packets in flight over UDP the next ACK is a window away, so the thread
  * sleeps in poll() on its sockets until one is readable, at most
- * UROCE_WAIT_MS (the progress thread keeps running the timers).  Not while
- * packets may come through shared memory, which has no socket to wake on,
- * and not in a thread that polls the CQs of other contexts too (two ends
- * of a test in one process): while it slept on one context's sockets the
- * other's packets would wait, their progress thread staying away from an
- * application that polls (progress.c). */
+ * UROCE_WAIT_MS (the progress thread keeps running the timers).  Packets
+ * through shared memory wake it through the rings' doorbells (its own bit
+ * of their "sleeping" flags, src/net/shm.c).  Not in a thread that polls
+ * the CQs of other contexts too (two ends of a test in one process):
+ * while it slept on one context's sockets the other's packets would wait,
+ * their progress thread staying away from an application that polls
+ * (progress.c). */
 enum { UROCE_WAIT_INFLIGHT = 64, UROCE_WAIT_MS = 1 };
 #define UROCE_WAIT_OTHER_NS 10000000ull /* another context polled: 10 ms */
 static int wait_mode = -1;		/* UROCE_ACK_WAIT=0: spin as before (measurements) */
@@ -767,8 +768,8 @@ bool uroce_ctx_wait_acks(struct uroce_ctx *ctx)
 {
 	static __thread const struct uroce_ctx *seen; /* compared, never used */
 	static __thread uint64_t other_ns;
-	struct pollfd pfd[sizeof(ctx->ep) / sizeof(ctx->ep[0])];
-	int nep = atomic_load(&ctx->nep), inflight = 0;
+	struct pollfd pfd[2 * sizeof(ctx->ep) / sizeof(ctx->ep[0])];
+	int nep = atomic_load(&ctx->nep), inflight = 0, npfd = 0, bell;
 	uint64_t now = uroce_now_ns();
 
 	if (wait_mode < 0) {
@@ -786,15 +787,25 @@ bool uroce_ctx_wait_acks(struct uroce_ctx *ctx)
 	for (int i = 0; i < nep; i++) {
 		struct uroce_ep *ep = ctx->ep[i];
 
-		if (!uroce_shm_none(ep))
-			return false;
 		inflight += atomic_load_explicit(&ep->tx_inflight, memory_order_relaxed);
-		pfd[i] = (struct pollfd){.fd = ep->fd, .events = POLLIN};
+		pfd[npfd++] = (struct pollfd){.fd = ep->fd, .events = POLLIN};
 	}
 	if (inflight < UROCE_WAIT_INFLIGHT)
 		return false;
+	/* the same-host rings wake us through their doorbells (shm.c) */
+	for (int i = 0; i < nep; i++) {
+		if ((bell = uroce_shm_wait(ctx->ep[i], true)) == -2) {
+			for (int j = 0; j <= i; j++)
+				uroce_shm_wait(ctx->ep[j], false);
+			return false;
+		}
+		if (bell >= 0)
+			pfd[npfd++] = (struct pollfd){.fd = bell, .events = POLLIN};
+	}
 	uroce_count(ctx, app_waits, 1);
-	poll(pfd, (nfds_t)nep, UROCE_WAIT_MS);
+	poll(pfd, (nfds_t)npfd, UROCE_WAIT_MS);
+	for (int i = 0; i < nep; i++)
+		uroce_shm_wait(ctx->ep[i], false);
 	return true;
 }
 

@@ -88,8 +88,13 @@ enum {
 	SHM_REC_NOCRC = 2, /* the sender did not compute the ICRC */
 	SHM_HASH = 64,
 	SHM_MAX_PENDING = 64,
-	SHM_RX_BURST = 16,  /* records per batch: one ACK flush, as one recvmmsg */
-	SHM_HELLO_PULL = 1, /* hello: pull from me; reply: I can */
+	SHM_RX_BURST = 16,   /* records per batch: one ACK flush, as one recvmmsg */
+	SHM_HELLO_PULL = 1,  /* hello: pull from me; reply: I can */
+	SHM_HEAD_EVERY = 64, /* records between two looks at the shared head */
+	/* the sleeping flag's bits: a sender that sees any clears all and
+	 * rings the doorbell once, which wakes both */
+	SHM_SLEEP_PROGRESS = 1, /* the progress thread, in epoll_wait */
+	SHM_SLEEP_APP = 2,	/* a requester waiting for ACKs (uroce_shm_wait) */
 };
 #define SHM_UDP_EVERY_NS 20000ull
 #define SHM_RETRY_NS	 1000000000ull
@@ -110,7 +115,7 @@ struct shm_ring {
 	uint8_t pad1[SHM_ALIGN - 8];
 	_Atomic uint64_t tail; /* written by the sender */
 	uint8_t pad2[SHM_ALIGN - 8];
-	_Atomic uint32_t sleeping; /* the receiver's progress thread blocks */
+	_Atomic uint32_t sleeping; /* SHM_SLEEP_*: who on the receiving side blocks */
 	uint8_t pad3[SHM_ALIGN - 4];
 	uint8_t data[];
 };
@@ -154,6 +159,12 @@ struct shm_txl { /* we send; ep->tx_lock */
 	struct shm_ring *r;
 	size_t maplen;
 	uint64_t tail, size, retry_ns; /* retry_ns: also the handshake's deadline */
+	/* the receiver's head as last read: the shared one is read (and
+	 * checked) again only once this one leaves less than half the ring
+	 * free, or every SHM_HEAD_EVERY records, so its line stays with the
+	 * receiver - a cache miss less per record on both sides */
+	uint64_t head;
+	unsigned puts; /* records: the head is read every SHM_HEAD_EVERY too */
 };
 
 struct shm_rxl { /* we receive */
@@ -470,7 +481,7 @@ static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
 	}
 	l->maplen = len;
 	l->size = bytes;
-	l->tail = 0;
+	l->tail = l->head = 0;
 	l->r->magic = SHM_MAGIC;
 	l->r->version = SHM_VERSION;
 	l->r->size = bytes;
@@ -523,7 +534,7 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 		    bool crc)
 {
 	struct shm_ring *r = l->r;
-	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+	uint64_t head = l->head;
 	uint64_t tail = l->tail, size = l->size, off = tail & (size - 1), pad = 0;
 	uint64_t need = align_up(sizeof(struct shm_rec) + len);
 	struct shm_rec h = {.len = (uint32_t)len,
@@ -532,12 +543,16 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 			    .flags = (l->used ? 0 : SHM_REC_FIRST) | (crc ? 0 : SHM_REC_NOCRC) |
 				     (uint32_t)ip->tos << 8};
 
-	if (tail - head > size || head % SHM_ALIGN)
-		return -EIO;
 	if (off + need > size)
 		pad = size - off;
-	if (tail + pad + need - head > size)
-		return -ENOSPC;
+	if (tail + pad + need - head > size / 2 || !(++l->puts % SHM_HEAD_EVERY)) {
+		head = atomic_load_explicit(&r->head, memory_order_acquire);
+		if (tail - head > size || head % SHM_ALIGN)
+			return -EIO;
+		l->head = head;
+		if (tail + pad + need - head > size)
+			return -ENOSPC;
+	}
 	if (pad) {
 		struct shm_rec p = {.len = SHM_PAD};
 
@@ -931,26 +946,64 @@ void uroce_shm_event(struct uroce_ctx *ctx, void *p, uint32_t events)
 	}
 }
 
+/* Raise (on) or clear one sleeper's bit in every ring of s it drains;
+ * true when one already holds packets. */
+static bool rings_sleep(struct uroce_shm *s, uint32_t bit, bool on)
+{
+	bool busy = false;
+
+	for (struct shm_rxl *l = s ? s->rx : NULL; l; l = l->next) {
+		/* our own copy of head, never the shared one: a peer could
+		 * make a ring look busy forever */
+		if (atomic_load_explicit(&l->bad, memory_order_relaxed))
+			continue;
+		if (!on) {
+			atomic_fetch_and(&l->r->sleeping, ~bit);
+			continue;
+		}
+		atomic_fetch_or(&l->r->sleeping, bit); /* seq_cst: then the tail */
+		if (atomic_load(&l->r->tail) != __atomic_load_n(&l->head, __ATOMIC_RELAXED))
+			busy = true;
+	}
+	return busy;
+}
+
 bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on)
 {
 	int nep = atomic_load(&ctx->nep);
 	bool busy = false;
 
-	for (int i = 0; i < nep; i++) {
-		struct uroce_shm *s = ctx->ep[i]->shm;
-
-		for (struct shm_rxl *l = s ? s->rx : NULL; l; l = l->next) {
-			/* our own copy of head, never the shared one: a peer
-			 * could make a ring look busy forever */
-			if (atomic_load_explicit(&l->bad, memory_order_relaxed))
-				continue;
-			atomic_store(&l->r->sleeping, on);
-			if (on &&
-			    atomic_load(&l->r->tail) != __atomic_load_n(&l->head, __ATOMIC_RELAXED))
-				busy = true;
-		}
-	}
+	/* the progress thread alone changes the lists: no rx_lock */
+	for (int i = 0; i < nep; i++)
+		busy |= rings_sleep(ctx->ep[i]->shm, SHM_SLEEP_PROGRESS, on);
 	return busy;
+}
+
+int uroce_shm_wait(struct uroce_ep *ep, bool on)
+{
+	struct uroce_shm *s = ep->shm;
+	uint64_t v;
+	int fd;
+
+	if (!s)
+		return -1;
+	if (on ? pthread_mutex_trylock(&ep->rx_lock) : pthread_mutex_lock(&ep->rx_lock))
+		return -2; /* being drained: do not sleep */
+	if (!on) {
+		rings_sleep(s, SHM_SLEEP_APP, false);
+		pthread_mutex_unlock(&ep->rx_lock);
+		return -1;
+	}
+	/* a counter reset, so that poll() blocks until a sender rings (the
+	 * progress thread's epoll is edge-triggered).  A link whose handshake
+	 * is under way sends over UDP meanwhile, and the caller polls the
+	 * UDP socket too; one that comes up during the sleep has no flag
+	 * raised: its first records wait for the poll's timeout. */
+	if (read(s->bell, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		ur_trace("shm doorbell: %s", strerror(errno));
+	fd = rings_sleep(s, SHM_SLEEP_APP, true) ? -2 : s->bell;
+	pthread_mutex_unlock(&ep->rx_lock);
+	return fd;
 }
 
 void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len)

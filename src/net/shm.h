@@ -69,6 +69,11 @@ void uroce_shm_event(struct uroce_ctx *ctx, void *p, uint32_t events);
  * raise or clear the "consumer sleeps" flag of every ring it drains.
  * Returns true when a ring already holds packets (do not sleep). */
 bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on);
+/* A requester's thread about to sleep until ACKs come (on), or woken
+ * (off): raise or clear its own "sleeping" bit in ep's rings.  on returns
+ * the doorbell to poll, -1 when ep has no same-host wire, -2 when it must
+ * not sleep (a ring holds packets, or another thread drains ep). */
+int uroce_shm_wait(struct uroce_ep *ep, bool on);
 
 /* The abstract Unix address of the endpoint on UDP port port; its length. */
 struct sockaddr_un;

@@ -339,6 +339,16 @@ bool uroce_rq_empty(struct uroce_qp *qp)
 	return empty;
 }
 
+/* The WQE's used scatter entries only: a whole one is 800 bytes, most of
+ * a small receive's cost. */
+static void rwqe_copy(struct uroce_rwqe *out, const struct uroce_rwqe *w)
+{
+	out->wr_id = w->wr_id;
+	out->num_sge = w->num_sge;
+	out->length = w->length;
+	memcpy(out->sg, w->sg, sizeof(w->sg[0]) * (size_t)w->num_sge);
+}
+
 bool uroce_rq_pop(struct uroce_qp *qp, struct uroce_rwqe *out)
 {
 	struct ibv_srq *s = qp->resp.xsrq ? qp->resp.xsrq : qp->ibqp.qp_base.srq;
@@ -348,7 +358,7 @@ bool uroce_rq_pop(struct uroce_qp *qp, struct uroce_rwqe *out)
 	if (!s) {
 		if (qp->rq.head == qp->rq.tail)
 			return false;
-		*out = qp->rq.wqe[qp->rq.tail & (qp->rq.size - 1)];
+		rwqe_copy(out, &qp->rq.wqe[qp->rq.tail & (qp->rq.size - 1)]);
 		qp->rq.tail++;
 		return true;
 	}
@@ -358,7 +368,7 @@ bool uroce_rq_pop(struct uroce_qp *qp, struct uroce_rwqe *out)
 		pthread_mutex_unlock(&srq->lock);
 		return false;
 	}
-	*out = srq->rq.wqe[srq->rq.tail & (srq->rq.size - 1)];
+	rwqe_copy(out, &srq->rq.wqe[srq->rq.tail & (srq->rq.size - 1)]);
 	srq->rq.tail++;
 	/* IBTA 10.2.9.5 (o10-?): the limit event fires once, then disarms */
 	if (srq->limit && srq->rq.head - srq->rq.tail < srq->limit) {

@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <infiniband/verbs.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +124,30 @@ static struct shm_ring_view ring_of(struct pair *p)
 /* Offsets in the ring header (shm.c): head at 64, tail at 128, data at 256. */
 enum { R_HEAD = 64, R_TAIL = 128, R_DATA = 256 };
 
+/* A thread writing nonsense into a ring's head until stopped. */
+static atomic_bool scribbling;
+static pthread_t scribbler;
+
+static void *scribble_main(void *arg)
+{
+	volatile uint64_t *head = arg;
+
+	while (atomic_load(&scribbling))
+		*head = 0x123456789abcdef1ull;
+	return NULL;
+}
+
+static void head_scribble(struct shm_ring_view *r, bool on)
+{
+	if (on) {
+		atomic_store(&scribbling, true);
+		if (pthread_create(&scribbler, NULL, scribble_main, r->base + R_HEAD))
+			atomic_store(&scribbling, false);
+	} else if (atomic_exchange(&scribbling, false)) {
+		pthread_join(scribbler, NULL);
+	}
+}
+
 static void test_hostile(void)
 {
 	struct pair p;
@@ -163,9 +188,10 @@ static void test_hostile(void)
 				memcpy(r.base + i, &x, 4);
 			}
 			break;
-		case 4: /* the head the sender reads */
-			t = 0x123456789abcdef1ull;
-			memcpy(r.base + R_HEAD, &t, 8);
+		case 4: /* the head the sender reads (every 64 records, or
+			 * once half the ring is used: a thread keeps writing
+			 * it meanwhile, as B rewrites it after every record) */
+			head_scribble(&r, true);
 			break;
 		case 5: /* well-formed records of garbage packets: parsed and dropped */
 			for (int k = 0; k < 8; k++) {
@@ -186,6 +212,12 @@ static void test_hostile(void)
 		 * head, variant 4, is for A to read: B would overwrite it) */
 		if (v != 4)
 			uroce_ep_poll(to_uctx(p.b.ctx)->ep[0], 64);
+		/* records enough for the sender to read the head again */
+		for (int k = 0; v == 4 && k < 24 && CNT(&p.b, shm_bad) + CNT(&p.a, shm_bad) == bad0;
+		     k++)
+			write_stream(&p, 16, 16384, 20u + (unsigned)k);
+		if (v == 4)
+			head_scribble(&r, false);
 		munmap(r.base, r.len);
 		CHECK(write_stream(&p, 16, 16384, 10u + (unsigned)v),
 		      "variant %d: later WRITEs complete with the right data", v);
