@@ -116,15 +116,12 @@ static inline void put16(uint8_t *p, uint32_t v)
 #define ICRC_UDP_BYTES	8
 #define IPV4_DF		0x4000
 
-/* The CRC register after the masked LRH, IP and UDP headers and BTH of a
- * packet of len_no_icrc bytes (BTH up to the ICRC). */
-static uint32_t icrc_head(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
+/* The masked LRH, IP and UDP headers of a packet of len_no_icrc bytes
+ * (BTH up to the ICRC) into ph; their length. */
+static size_t icrc_prefix(uint8_t *ph, const struct uroce_ipinfo *ip, uint32_t len_no_icrc)
 {
-	/* Masked LRH, IP header, UDP header and BTH: at most 8+40+8+12 bytes. */
-	uint8_t ph[ICRC_LRH_BYTES + ICRC_IPV6_BYTES + ICRC_UDP_BYTES + UR_BTH_BYTES];
 	uint32_t udp_len = ICRC_UDP_BYTES + len_no_icrc + UR_ICRC_BYTES;
 	uint8_t *h = ph + ICRC_LRH_BYTES;
-	uint32_t crc;
 
 	memset(ph, 0xff, ICRC_LRH_BYTES);
 	if (ip->family == AF_INET) {
@@ -155,13 +152,95 @@ static uint32_t icrc_head(const struct uroce_ipinfo *ip, const uint8_t *bth, uin
 	put16(h + 2, ip->dport);
 	put16(h + 4, udp_len);
 	put16(h + 6, 0xffff); /* UDP checksum: masked */
-	h += ICRC_UDP_BYTES;
-	memcpy(h, bth, UR_BTH_BYTES);
-	h[4] = 0xff; /* FECN, BECN, resv6: masked */
-	h += UR_BTH_BYTES;
+	return (size_t)(h + ICRC_UDP_BYTES - ph);
+}
 
-	crc = uroce_crc32(0, ph, (size_t)(h - ph));
+/* The CRC of the IPv4 prefix (LRH, IP, UDP: 36 bytes) is the same for
+ * every packet of a flow and length but for the IPv4 ID, and CRC-32 is
+ * affine: crc(x ^ d) = crc(x) ^ raw(d) for messages of one length, raw
+ * being the register's change with a zero preset.  So the prefix CRC is
+ * computed once per (addresses, ports, length) with ID 0, kept in a small
+ * per-thread cache, and the ID's part added from two tables of raw(d) for
+ * the ID's high and low byte (ID at byte 12 of the prefix, 22 bytes
+ * after it).  The BTH (12 bytes) then goes through the table code: what
+ * was one 48-byte CRC per packet is a cache look-up and three table
+ * steps.  IPv6 is computed in full. */
+#define ICRC_PREFIX4  (ICRC_LRH_BYTES + ICRC_IPV4_BYTES + ICRC_UDP_BYTES)
+#define ICRC_HCACHE   8
+#define ICRC_IPID_OFF (ICRC_LRH_BYTES + 4)
+
+struct icrc_hcache {
+	uint64_t addr; /* source << 32 | destination */
+	uint64_t port; /* sport << 32 | dport << 16 | UDP length, bit 63: valid */
+	uint32_t crc;  /* the prefix CRC with ID 0 */
+};
+
+static uint32_t ipid_raw[2][256]; /* [0]: ID high byte, [1]: low byte */
+static pthread_once_t ipid_raw_once = PTHREAD_ONCE_INIT;
+
+static void ipid_raw_build(void)
+{
+	uint8_t z[ICRC_PREFIX4] = {0}, d[ICRC_PREFIX4];
+	uint32_t c0 = uroce_crc32_sw(0, z, sizeof(z));
+
+	for (int hi = 0; hi < 2; hi++)
+		for (uint32_t v = 0; v < 256; v++) {
+			memset(d, 0, sizeof(d));
+			d[hi ? ICRC_IPID_OFF + 1 : ICRC_IPID_OFF] = (uint8_t)v;
+			ipid_raw[hi][v] = uroce_crc32_sw(0, d, sizeof(d)) ^ c0;
+		}
+}
+
+static uint32_t icrc_prefix4(const struct uroce_ipinfo *ip, uint32_t len_no_icrc)
+{
+	static __thread struct icrc_hcache hc[ICRC_HCACHE];
+	static __thread unsigned int next;
+	uint64_t addr = (uint64_t)ip->src.v4.s_addr << 32 | ip->dst.v4.s_addr;
+	uint64_t port = 1ull << 63 | (uint64_t)ip->sport << 32 | (uint64_t)ip->dport << 16 |
+			((len_no_icrc + ICRC_UDP_BYTES + UR_ICRC_BYTES) & 0xffff);
+	struct icrc_hcache *e = NULL;
+	uint32_t crc;
+
+	for (int i = 0; i < ICRC_HCACHE; i++)
+		if (hc[i].port == port && hc[i].addr == addr) {
+			e = &hc[i];
+			break;
+		}
+	if (!e) {
+		struct uroce_ipinfo ip0 = *ip;
+		uint8_t ph[ICRC_PREFIX4];
+
+		pthread_once(&ipid_raw_once, ipid_raw_build);
+		ip0.ipid = 0;
+		e = &hc[next++ % ICRC_HCACHE];
+		e->crc = uroce_crc32_sw(0, ph, icrc_prefix(ph, &ip0, len_no_icrc));
+		e->addr = addr;
+		e->port = port;
+	}
+	crc = e->crc;
+	if (ip->ipid)
+		crc ^= ipid_raw[0][ip->ipid >> 8] ^ ipid_raw[1][ip->ipid & 0xff];
 	return crc;
+}
+
+/* The CRC register after the masked LRH, IP and UDP headers and BTH of a
+ * packet of len_no_icrc bytes (BTH up to the ICRC). */
+static uint32_t icrc_head(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
+{
+	/* Masked LRH, IP header, UDP header and BTH: at most 8+40+8+12 bytes. */
+	uint8_t ph[ICRC_LRH_BYTES + ICRC_IPV6_BYTES + ICRC_UDP_BYTES + UR_BTH_BYTES];
+	uint8_t b[UR_BTH_BYTES];
+	size_t n;
+
+	if (ip->family == AF_INET) {
+		memcpy(b, bth, UR_BTH_BYTES);
+		b[4] = 0xff; /* FECN, BECN, resv6: masked */
+		return uroce_crc32_sw(icrc_prefix4(ip, len_no_icrc), b, UR_BTH_BYTES);
+	}
+	n = icrc_prefix(ph, ip, len_no_icrc);
+	memcpy(ph + n, bth, UR_BTH_BYTES);
+	ph[n + 4] = 0xff; /* FECN, BECN, resv6: masked */
+	return uroce_crc32(0, ph, n + UR_BTH_BYTES);
 }
 
 uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
