@@ -155,72 +155,97 @@ static size_t icrc_prefix(uint8_t *ph, const struct uroce_ipinfo *ip, uint32_t l
 	return (size_t)(h + ICRC_UDP_BYTES - ph);
 }
 
-/* The CRC of the IPv4 prefix (LRH, IP, UDP: 36 bytes) is the same for
- * every packet of a flow and length but for the IPv4 ID, and CRC-32 is
- * affine: crc(x ^ d) = crc(x) ^ raw(d) for messages of one length, raw
- * being the register's change with a zero preset.  So the prefix CRC is
- * computed once per (addresses, ports, length) with ID 0, kept in a small
- * per-thread cache, and the ID's part added from two tables of raw(d) for
- * the ID's high and low byte (ID at byte 12 of the prefix, 22 bytes
- * after it).  The BTH (12 bytes) then goes through the table code: what
- * was one 48-byte CRC per packet is a cache look-up and three table
- * steps.  IPv6 is computed in full. */
-#define ICRC_PREFIX4  (ICRC_LRH_BYTES + ICRC_IPV4_BYTES + ICRC_UDP_BYTES)
-#define ICRC_HCACHE   8
-#define ICRC_IPID_OFF (ICRC_LRH_BYTES + 4)
+/* The masked IPv4 header the ICRC starts with (LRH, IP, UDP, BTH: 48
+ * bytes) is the same for every packet of a flow but for eight bytes: the
+ * IPv4 ID (segment k of a GSO send) and BTH bytes 0-1 (opcode, SE, M, pad,
+ * version) and 8-11 (AckReq, PSN).  CRC-32 is affine: for messages of one
+ * length crc(x ^ d) = crc(x) ^ raw(d), raw being the register's change
+ * with a zero preset, and raw is linear in d.  So the header's CRC is kept
+ * per flow (addresses, ports, UDP length, P_Key and destination QP) with
+ * those eight bytes zero, in a small per-thread cache, and each packet adds
+ * raw() of its eight bytes from eight 256-entry tables: eight independent
+ * look-ups instead of a CRC over 48 bytes.  IPv6 is computed in full. */
+#define ICRC_HDR4   (ICRC_LRH_BYTES + ICRC_IPV4_BYTES + ICRC_UDP_BYTES + UR_BTH_BYTES)
+#define ICRC_BTH4   (ICRC_LRH_BYTES + ICRC_IPV4_BYTES + ICRC_UDP_BYTES)
+#define ICRC_IPID4  (ICRC_LRH_BYTES + 4)
+#define ICRC_HCACHE 8
+#define ICRC_NVARY  8
+
+/* The varying bytes: their offsets in the 48-byte header. */
+static const uint8_t hdr_vary[ICRC_NVARY] = {
+    ICRC_IPID4,	   ICRC_IPID4 + 1, ICRC_BTH4 + 0,  ICRC_BTH4 + 1,
+    ICRC_BTH4 + 8, ICRC_BTH4 + 9,  ICRC_BTH4 + 10, ICRC_BTH4 + 11,
+};
+static uint32_t hdr_raw[ICRC_NVARY][256];
+static pthread_once_t hdr_raw_once = PTHREAD_ONCE_INIT;
+
+static void hdr_raw_build(void)
+{
+	uint8_t z[ICRC_HDR4] = {0}, d[ICRC_HDR4] = {0};
+	uint32_t c0 = uroce_crc32_sw(0, z, sizeof(z));
+
+	for (int i = 0; i < ICRC_NVARY; i++) {
+		hdr_raw[i][0] = 0;
+		for (int bit = 0; bit < 8; bit++) {
+			uint32_t r;
+
+			d[hdr_vary[i]] = (uint8_t)(1u << bit);
+			r = uroce_crc32_sw(0, d, sizeof(d)) ^ c0;
+			d[hdr_vary[i]] = 0;
+			for (uint32_t v = 1u << bit; v < (2u << bit); v++)
+				hdr_raw[i][v] = hdr_raw[i][v ^ (1u << bit)] ^ r;
+		}
+	}
+}
 
 struct icrc_hcache {
 	uint64_t addr; /* source << 32 | destination */
 	uint64_t port; /* sport << 32 | dport << 16 | UDP length, bit 63: valid */
-	uint32_t crc;  /* the prefix CRC with ID 0 */
+	uint64_t bth;  /* BTH bytes 2..7 (byte 4 masked) */
+	uint32_t crc;  /* the header's CRC with the varying bytes zero */
 };
 
-static uint32_t ipid_raw[2][256]; /* [0]: ID high byte, [1]: low byte */
-static pthread_once_t ipid_raw_once = PTHREAD_ONCE_INIT;
+static __thread struct {
+	struct icrc_hcache e[ICRC_HCACHE];
+	unsigned int next;
+} hcache;
 
-static void ipid_raw_build(void)
+static uint32_t icrc_head4(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
 {
-	uint8_t z[ICRC_PREFIX4] = {0}, d[ICRC_PREFIX4];
-	uint32_t c0 = uroce_crc32_sw(0, z, sizeof(z));
-
-	for (int hi = 0; hi < 2; hi++)
-		for (uint32_t v = 0; v < 256; v++) {
-			memset(d, 0, sizeof(d));
-			d[hi ? ICRC_IPID_OFF + 1 : ICRC_IPID_OFF] = (uint8_t)v;
-			ipid_raw[hi][v] = uroce_crc32_sw(0, d, sizeof(d)) ^ c0;
-		}
-}
-
-static uint32_t icrc_prefix4(const struct uroce_ipinfo *ip, uint32_t len_no_icrc)
-{
-	static __thread struct icrc_hcache hc[ICRC_HCACHE];
-	static __thread unsigned int next;
 	uint64_t addr = (uint64_t)ip->src.v4.s_addr << 32 | ip->dst.v4.s_addr;
 	uint64_t port = 1ull << 63 | (uint64_t)ip->sport << 32 | (uint64_t)ip->dport << 16 |
 			((len_no_icrc + ICRC_UDP_BYTES + UR_ICRC_BYTES) & 0xffff);
+	uint64_t key = 0;
 	struct icrc_hcache *e = NULL;
-	uint32_t crc;
 
+	memcpy(&key, bth + 2, 6);
+	key |= 0xffull << 16; /* byte 4: masked */
 	for (int i = 0; i < ICRC_HCACHE; i++)
-		if (hc[i].port == port && hc[i].addr == addr) {
-			e = &hc[i];
+		if (hcache.e[i].port == port && hcache.e[i].addr == addr &&
+		    hcache.e[i].bth == key) {
+			e = &hcache.e[i];
 			break;
 		}
 	if (!e) {
 		struct uroce_ipinfo ip0 = *ip;
-		uint8_t ph[ICRC_PREFIX4];
+		uint8_t ph[ICRC_HDR4];
 
-		pthread_once(&ipid_raw_once, ipid_raw_build);
+		pthread_once(&hdr_raw_once, hdr_raw_build);
 		ip0.ipid = 0;
-		e = &hc[next++ % ICRC_HCACHE];
-		e->crc = uroce_crc32_sw(0, ph, icrc_prefix(ph, &ip0, len_no_icrc));
+		icrc_prefix(ph, &ip0, len_no_icrc);
+		memcpy(ph + ICRC_BTH4, bth, UR_BTH_BYTES);
+		ph[ICRC_BTH4 + 4] = 0xff;
+		for (int i = 0; i < ICRC_NVARY; i++)
+			ph[hdr_vary[i]] = 0;
+		e = &hcache.e[hcache.next++ % ICRC_HCACHE];
+		e->crc = uroce_crc32_sw(0, ph, sizeof(ph));
 		e->addr = addr;
 		e->port = port;
+		e->bth = key;
 	}
-	crc = e->crc;
-	if (ip->ipid)
-		crc ^= ipid_raw[0][ip->ipid >> 8] ^ ipid_raw[1][ip->ipid & 0xff];
-	return crc;
+	return e->crc ^ hdr_raw[0][ip->ipid >> 8] ^ hdr_raw[1][ip->ipid & 0xff] ^
+	       hdr_raw[2][bth[0]] ^ hdr_raw[3][bth[1]] ^ hdr_raw[4][bth[8]] ^ hdr_raw[5][bth[9]] ^
+	       hdr_raw[6][bth[10]] ^ hdr_raw[7][bth[11]];
 }
 
 /* The CRC register after the masked LRH, IP and UDP headers and BTH of a
@@ -229,14 +254,10 @@ static uint32_t icrc_head(const struct uroce_ipinfo *ip, const uint8_t *bth, uin
 {
 	/* Masked LRH, IP header, UDP header and BTH: at most 8+40+8+12 bytes. */
 	uint8_t ph[ICRC_LRH_BYTES + ICRC_IPV6_BYTES + ICRC_UDP_BYTES + UR_BTH_BYTES];
-	uint8_t b[UR_BTH_BYTES];
 	size_t n;
 
-	if (ip->family == AF_INET) {
-		memcpy(b, bth, UR_BTH_BYTES);
-		b[4] = 0xff; /* FECN, BECN, resv6: masked */
-		return uroce_crc32_sw(icrc_prefix4(ip, len_no_icrc), b, UR_BTH_BYTES);
-	}
+	if (ip->family == AF_INET)
+		return icrc_head4(ip, bth, len_no_icrc);
 	n = icrc_prefix(ph, ip, len_no_icrc);
 	memcpy(ph + n, bth, UR_BTH_BYTES);
 	ph[n + 4] = 0xff; /* FECN, BECN, resv6: masked */

@@ -165,9 +165,9 @@ static uint32_t icrc_ref4(const struct uroce_ipinfo *ip, const uint8_t *bth, uin
 	return crc32_bitwise(0, ph, 36 + len);
 }
 
-/* The header CRC is cached per flow and length with the IPv4 ID added
- * apart (icrc.c): every flow, length and ID, in an order that evicts and
- * refills the cache, gives the ICRC of the definition. */
+/* The header CRC is cached per flow and length with the IPv4 ID and the
+ * BTH's per-packet bytes added apart (icrc.c): every flow, length and ID, in an order that evicts
+ * and refills the cache, gives the ICRC of the definition. */
 static void test_icrc_hcache(void)
 {
 	static uint8_t pkt[UR_BTH_BYTES + 1100];
@@ -184,6 +184,13 @@ static void test_icrc_hcache(void)
 		ip.sport = (uint16_t)(49152 + flow);
 		ip.dport = (uint16_t)(4791 + (flow % 2));
 		ip.ipid = round % 7 ? (uint16_t)(rnd() % 64) : (uint16_t)rnd();
+		/* opcode, flags, AckReq and PSN change per packet; P_Key, the
+		 * reserved byte and the destination QP per flow (or not) */
+		pkt[0] = (uint8_t)rnd(), pkt[1] = (uint8_t)rnd();
+		pkt[8] = (uint8_t)rnd(), pkt[9] = (uint8_t)rnd();
+		pkt[10] = (uint8_t)rnd(), pkt[11] = (uint8_t)rnd();
+		pkt[4] = (uint8_t)rnd();
+		pkt[7] = (uint8_t)(flow + (round % 13 == 0));
 		bad += uroce_icrc_compute(&ip, pkt, len) != icrc_ref4(&ip, pkt, len);
 		n++;
 	}
