@@ -207,7 +207,7 @@ struct icrc_hcache {
 
 static __thread struct {
 	struct icrc_hcache e[ICRC_HCACHE];
-	unsigned int next;
+	unsigned int next, last; /* the next to replace, the last hit */
 } hcache;
 
 static uint32_t icrc_head4(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
@@ -215,17 +215,24 @@ static uint32_t icrc_head4(const struct uroce_ipinfo *ip, const uint8_t *bth, ui
 	uint64_t addr = (uint64_t)ip->src.v4.s_addr << 32 | ip->dst.v4.s_addr;
 	uint64_t port = 1ull << 63 | (uint64_t)ip->sport << 32 | (uint64_t)ip->dport << 16 |
 			((len_no_icrc + ICRC_UDP_BYTES + UR_ICRC_BYTES) & 0xffff);
-	uint64_t key = 0;
+	uint32_t w;
+	uint16_t h;
+	uint64_t key;
 	struct icrc_hcache *e = NULL;
 
-	memcpy(&key, bth + 2, 6);
-	key |= 0xffull << 16; /* byte 4: masked */
-	for (int i = 0; i < ICRC_HCACHE; i++)
-		if (hcache.e[i].port == port && hcache.e[i].addr == addr &&
-		    hcache.e[i].bth == key) {
-			e = &hcache.e[i];
+	/* (two loads, not a 6-byte memcpy read back as 8: no store stall) */
+	memcpy(&w, bth + 2, 4);
+	memcpy(&h, bth + 6, 2);
+	key = ((uint64_t)h << 32 | w) | 0xffull << 16; /* byte 4: masked */
+	for (unsigned int i = 0; i < ICRC_HCACHE; i++) {
+		struct icrc_hcache *c = &hcache.e[(hcache.last + i) % ICRC_HCACHE];
+
+		if (c->port == port && c->addr == addr && c->bth == key) {
+			e = c;
+			hcache.last = (unsigned int)(c - hcache.e);
 			break;
 		}
+	}
 	if (!e) {
 		struct uroce_ipinfo ip0 = *ip;
 		uint8_t ph[ICRC_HDR4];
@@ -237,7 +244,8 @@ static uint32_t icrc_head4(const struct uroce_ipinfo *ip, const uint8_t *bth, ui
 		ph[ICRC_BTH4 + 4] = 0xff;
 		for (int i = 0; i < ICRC_NVARY; i++)
 			ph[hdr_vary[i]] = 0;
-		e = &hcache.e[hcache.next++ % ICRC_HCACHE];
+		hcache.last = hcache.next++ % ICRC_HCACHE;
+		e = &hcache.e[hcache.last];
 		e->crc = uroce_crc32_sw(0, ph, sizeof(ph));
 		e->addr = addr;
 		e->port = port;
