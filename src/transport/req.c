@@ -199,8 +199,8 @@ static bool sends_behind(struct uroce_qp *qp)
 {
 	uint32_t next = qp->sq.req + 1;
 
-	if (next == qp->sq.head)
-		return false;
+	if (next == qp->sq.head || (swqe(qp, next)->send_flags & IBV_SEND_FENCE))
+		return false; /* none, or one that may wait for this one */
 	switch (swqe(qp, next)->opcode) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
