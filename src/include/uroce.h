@@ -538,6 +538,7 @@ struct uroce_qp {
 		uint32_t res_head, nres;
 		bool ack_pending;
 		bool ack_eager; /* the pending ACK may not wait for a later one */
+		uint64_t ack_lazy_ns; /* since when a lazy ACK is owed, or 0 */
 		uint32_t ack_psn;
 		uint8_t ack_syn;
 		int rnr_timer;

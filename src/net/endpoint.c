@@ -692,20 +692,34 @@ static bool ack_may_wait(const struct uroce_qp *qp)
  * one ACK per UROCE_ACKREQ_EVERY packets (the requester asks that often,
  * and on the last packet of what it has queued) instead of one per batch;
  * an ACK left owed goes out at the latest when the thread stops polling
- * (uroce_ctx_send_owed_acks before it sleeps).  UROCE_ACK_LAZY=0: one per
+ * (uroce_ctx_send_owed_acks before it sleeps) or after UROCE_ACK_LAZY_NS
+ * (a thread kept polling by other QPs' traffic).  UROCE_ACK_LAZY=0: one per
  * batch as before. */
 static int lazy_mode = -1;
+#define UROCE_ACK_LAZY_NS 200000ull /* and never owed longer than 200 us */
+
+static bool ack_lazy(struct uroce_qp *qp, uint64_t *now)
+{
+	if (!uroce_resp_ack_lazy(qp))
+		return false;
+	if (!*now)
+		*now = uroce_now_ns();
+	if (!qp->resp.ack_lazy_ns)
+		qp->resp.ack_lazy_ns = *now;
+	return *now - qp->resp.ack_lazy_ns < UROCE_ACK_LAZY_NS;
+}
 
 static void flush_acks_(struct uroce_ep *ep, bool defer, bool lazy)
 {
 	bool owed = false, was = atomic_exchange(&ep->ack_owed, false);
+	uint64_t now = 0;
 
 	for (uint32_t s = 1; s < ep->slot_hi; s++) {
 		struct uroce_qp *qp = ep->slot[s];
 
 		if (qp && qp->resp.ack_pending) {
 			pthread_mutex_lock(&qp->lock);
-			if ((defer && ack_may_wait(qp)) || (lazy && uroce_resp_ack_lazy(qp)))
+			if ((defer && ack_may_wait(qp)) || (lazy && ack_lazy(qp, &now)))
 				owed = true;
 			else
 				uroce_resp_flush_ack(qp);

@@ -229,8 +229,8 @@ static bool ack_wanted(struct uroce_qp *qp, bool last)
 {
 	uint32_t w = rc_window(qp), b = rc_ep_budget(qp);
 
-	if (last && !sends_behind(qp))
-		return true;
+	if ((last && !sends_behind(qp)) || ur_psn_diff(qp->req.psn, qp->req.max_psn) < 0)
+		return true; /* (and every packet sent again after a go-back) */
 	return (qp->req.psn % UROCE_ACKREQ_EVERY) == 0 || qp->req.inflight + 1 == w - w / 4 ||
 	       rc_ep_inflight(qp) + 1 >= b - b / 4 || !rc_may_send(qp, 2);
 }

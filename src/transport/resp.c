@@ -81,6 +81,7 @@ void uroce_resp_flush_ack(struct uroce_qp *qp)
 		return;
 	qp->resp.ack_pending = false;
 	qp->resp.ack_eager = false;
+	qp->resp.ack_lazy_ns = 0;
 	if (qp->tr == UR_TR_UC)
 		return; /* UC is unacknowledged (IBTA 9.8.2) */
 	qp->resp.acked = true;
