@@ -642,8 +642,11 @@ cpu_tcp() { # REP (needs the qperf server running on loopback)
 
 # ---- network namespaces joined by a veth pair ------------------------------------------
 
+# VETH_MTU (environment, default 1500 as a container's veth has): the
+# pair's MTU; uroce's RoCE MTU follows it (1500: 1024, 9000: 4096).
 veth_setup() {
 	[[ $(id -u) -eq 0 ]] || { log "veth: not root, skipped"; return 1; }
+	VETH_MTU=${VETH_MTU:-1500}
 	local x=$(($$ % 200 + 20))
 	NSA=urbenchA$$ NSB=urbenchB$$
 	local va=ubv$$a vb=ubv$$b
@@ -657,7 +660,7 @@ veth_setup() {
 			ip -n "$NSA" addr add "$VETH_A_IP/24" dev "$VIF" &&
 			ip -n "$NSB" addr add "$VETH_B_IP/24" dev "$VIF" &&
 			ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up &&
-			ip -n "$NSA" link set "$VIF" up && ip -n "$NSB" link set "$VIF" up
+			ip -n "$NSA" link set "$VIF" mtu "$VETH_MTU" up && ip -n "$NSB" link set "$VIF" mtu "$VETH_MTU" up
 	} >"$RAW/veth_setup.log" 2>&1 || { log "veth: setup failed (raw/veth_setup.log)"; return 1; }
 	# the link works if a busy-poll UDP ping-pong crosses it (its latency is worth having too)
 	local spid line

@@ -540,6 +540,8 @@ struct uroce_qp {
 		struct uroce_rd_res *res; /* ring of max_dest_rd_atomic */
 		uint32_t res_head, nres;
 		bool ack_pending;
+		bool ack_eager; /* the pending ACK may not wait for a later one */
+		uint64_t ack_lazy_ns; /* since when a lazy ACK is owed, or 0 */
 		uint32_t ack_psn;
 		uint8_t ack_syn;
 		int rnr_timer;
@@ -758,6 +760,7 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now);
 void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt);
 void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt);
 void uroce_resp_flush_ack(struct uroce_qp *qp);
+bool uroce_resp_ack_lazy(const struct uroce_qp *qp);
 /* QP -> ERR and flush everything with IBV_WC_WR_FLUSH_ERR */
 void uroce_qp_error(struct uroce_qp *qp);
 void uroce_qp_flush(struct uroce_qp *qp);

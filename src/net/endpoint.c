@@ -686,18 +686,40 @@ static bool ack_may_wait(const struct uroce_qp *qp)
 	       ((qp->resp.ack_psn - qp->resp.acked_psn) & UR_PSN_MASK) < UROCE_ACK_DEFER_PKTS;
 }
 
-/* Send the ACKs owed on ep, or with defer only those that may not wait
- * (rx_lock held). */
-static void flush_acks(struct uroce_ep *ep, bool defer)
+/* Send the ACKs owed on ep, or with defer only those that may not wait,
+ * with lazy not those a later packet will ask for (rx_lock held).  Lazy:
+ * the progress thread's receive batches.  A stream's responder then sends
+ * one ACK per UROCE_ACKREQ_EVERY packets (the requester asks that often,
+ * and on the last packet of what it has queued) instead of one per batch;
+ * an ACK left owed goes out at the latest when the thread stops polling
+ * (uroce_ctx_send_owed_acks before it sleeps) or after UROCE_ACK_LAZY_NS
+ * (a thread kept polling by other QPs' traffic).  UROCE_ACK_LAZY=0: one per
+ * batch as before. */
+static int lazy_mode = -1;
+#define UROCE_ACK_LAZY_NS 200000ull /* and never owed longer than 200 us */
+
+static bool ack_lazy(struct uroce_qp *qp, uint64_t *now)
+{
+	if (!uroce_resp_ack_lazy(qp))
+		return false;
+	if (!*now)
+		*now = uroce_now_ns();
+	if (!qp->resp.ack_lazy_ns)
+		qp->resp.ack_lazy_ns = *now;
+	return *now - qp->resp.ack_lazy_ns < UROCE_ACK_LAZY_NS;
+}
+
+static void flush_acks_(struct uroce_ep *ep, bool defer, bool lazy)
 {
 	bool owed = false, was = atomic_exchange(&ep->ack_owed, false);
+	uint64_t now = 0;
 
 	for (uint32_t s = 1; s < ep->slot_hi; s++) {
 		struct uroce_qp *qp = ep->slot[s];
 
 		if (qp && qp->resp.ack_pending) {
 			pthread_mutex_lock(&qp->lock);
-			if (defer && ack_may_wait(qp))
+			if ((defer && ack_may_wait(qp)) || (lazy && ack_lazy(qp, &now)))
 				owed = true;
 			else
 				uroce_resp_flush_ack(qp);
@@ -712,6 +734,22 @@ static void flush_acks(struct uroce_ep *ep, bool defer)
 	 * store then load; it stores prog_deep then loads ack_owed). */
 	if (!was && atomic_load(&ep->ctx->prog_deep))
 		uroce_progress_wake(ep->ctx);
+}
+
+static void flush_acks(struct uroce_ep *ep, bool defer)
+{
+	flush_acks_(ep, defer, false);
+}
+
+/* The ACKs of a receive batch (see flush_acks_). */
+static void flush_batch_acks(struct uroce_ep *ep, bool app, int n)
+{
+	if (lazy_mode < 0) {
+		const char *v = getenv("UROCE_ACK_LAZY");
+
+		lazy_mode = !(v && !strcmp(v, "0"));
+	}
+	flush_acks_(ep, app && n < UROCE_ACK_DEFER_BATCH, !app && lazy_mode);
 }
 
 void uroce_ep_send_owed_acks(struct uroce_ep *ep, bool wait)
@@ -822,7 +860,7 @@ static void count_batch(struct uroce_ep *ep)
  * back past the requester's ACK timeout. */
 static void batch_done(struct uroce_ep *ep, int n, bool app)
 {
-	flush_acks(ep, app && n < UROCE_ACK_DEFER_BATCH);
+	flush_batch_acks(ep, app, n);
 	uroce_ep_flush(ep); /* and what they made the QPs send */
 }
 
@@ -910,8 +948,10 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp)
 		done += poll_udp(ep, budget - done, app);
 	if (uroce_fault_on(ep->ctx))
 		released = uroce_fault_release(ep, &fault_ops);
-	if (released || (!app && atomic_load_explicit(&ep->ack_owed, memory_order_relaxed)))
+	if (released)
 		flush_acks(ep, app);
+	else if (!app && atomic_load_explicit(&ep->ack_owed, memory_order_relaxed))
+		flush_batch_acks(ep, app, 0);
 	deferring_acks = false;
 	uroce_ep_flush(ep); /* READ responses, atomic ACKs, window refills */
 	pthread_mutex_unlock(&ep->rx_lock);

@@ -116,15 +116,12 @@ static inline void put16(uint8_t *p, uint32_t v)
 #define ICRC_UDP_BYTES	8
 #define IPV4_DF		0x4000
 
-/* The CRC register after the masked LRH, IP and UDP headers and BTH of a
- * packet of len_no_icrc bytes (BTH up to the ICRC). */
-static uint32_t icrc_head(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
+/* The masked LRH, IP and UDP headers of a packet of len_no_icrc bytes
+ * (BTH up to the ICRC) into ph; their length. */
+static size_t icrc_prefix(uint8_t *ph, const struct uroce_ipinfo *ip, uint32_t len_no_icrc)
 {
-	/* Masked LRH, IP header, UDP header and BTH: at most 8+40+8+12 bytes. */
-	uint8_t ph[ICRC_LRH_BYTES + ICRC_IPV6_BYTES + ICRC_UDP_BYTES + UR_BTH_BYTES];
 	uint32_t udp_len = ICRC_UDP_BYTES + len_no_icrc + UR_ICRC_BYTES;
 	uint8_t *h = ph + ICRC_LRH_BYTES;
-	uint32_t crc;
 
 	memset(ph, 0xff, ICRC_LRH_BYTES);
 	if (ip->family == AF_INET) {
@@ -155,13 +152,124 @@ static uint32_t icrc_head(const struct uroce_ipinfo *ip, const uint8_t *bth, uin
 	put16(h + 2, ip->dport);
 	put16(h + 4, udp_len);
 	put16(h + 6, 0xffff); /* UDP checksum: masked */
-	h += ICRC_UDP_BYTES;
-	memcpy(h, bth, UR_BTH_BYTES);
-	h[4] = 0xff; /* FECN, BECN, resv6: masked */
-	h += UR_BTH_BYTES;
+	return (size_t)(h + ICRC_UDP_BYTES - ph);
+}
 
-	crc = uroce_crc32(0, ph, (size_t)(h - ph));
-	return crc;
+/* The masked IPv4 header the ICRC starts with (LRH, IP, UDP, BTH: 48
+ * bytes) is the same for every packet of a flow but for eight bytes: the
+ * IPv4 ID (segment k of a GSO send) and BTH bytes 0-1 (opcode, SE, M, pad,
+ * version) and 8-11 (AckReq, PSN).  CRC-32 is affine: for messages of one
+ * length crc(x ^ d) = crc(x) ^ raw(d), raw being the register's change
+ * with a zero preset, and raw is linear in d.  So the header's CRC is kept
+ * per flow (addresses, ports, UDP length, P_Key and destination QP) with
+ * those eight bytes zero, in a small per-thread cache, and each packet adds
+ * raw() of its eight bytes from eight 256-entry tables: eight independent
+ * look-ups instead of a CRC over 48 bytes.  IPv6 is computed in full. */
+#define ICRC_HDR4   (ICRC_LRH_BYTES + ICRC_IPV4_BYTES + ICRC_UDP_BYTES + UR_BTH_BYTES)
+#define ICRC_BTH4   (ICRC_LRH_BYTES + ICRC_IPV4_BYTES + ICRC_UDP_BYTES)
+#define ICRC_IPID4  (ICRC_LRH_BYTES + 4)
+#define ICRC_HCACHE 8
+#define ICRC_NVARY  8
+
+/* The varying bytes: their offsets in the 48-byte header. */
+static const uint8_t hdr_vary[ICRC_NVARY] = {
+    ICRC_IPID4,	   ICRC_IPID4 + 1, ICRC_BTH4 + 0,  ICRC_BTH4 + 1,
+    ICRC_BTH4 + 8, ICRC_BTH4 + 9,  ICRC_BTH4 + 10, ICRC_BTH4 + 11,
+};
+static uint32_t hdr_raw[ICRC_NVARY][256];
+static pthread_once_t hdr_raw_once = PTHREAD_ONCE_INIT;
+
+static void hdr_raw_build(void)
+{
+	uint8_t z[ICRC_HDR4] = {0}, d[ICRC_HDR4] = {0};
+	uint32_t c0 = uroce_crc32_sw(0, z, sizeof(z));
+
+	for (int i = 0; i < ICRC_NVARY; i++) {
+		hdr_raw[i][0] = 0;
+		for (int bit = 0; bit < 8; bit++) {
+			uint32_t r;
+
+			d[hdr_vary[i]] = (uint8_t)(1u << bit);
+			r = uroce_crc32_sw(0, d, sizeof(d)) ^ c0;
+			d[hdr_vary[i]] = 0;
+			for (uint32_t v = 1u << bit; v < (2u << bit); v++)
+				hdr_raw[i][v] = hdr_raw[i][v ^ (1u << bit)] ^ r;
+		}
+	}
+}
+
+struct icrc_hcache {
+	uint64_t addr; /* source << 32 | destination */
+	uint64_t port; /* sport << 32 | dport << 16 | UDP length, bit 63: valid */
+	uint64_t bth;  /* BTH bytes 2..7 (byte 4 masked) */
+	uint32_t crc;  /* the header's CRC with the varying bytes zero */
+};
+
+static __thread struct {
+	struct icrc_hcache e[ICRC_HCACHE];
+	unsigned int next, last; /* the next to replace, the last hit */
+} hcache;
+
+static uint32_t icrc_head4(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
+{
+	uint64_t addr = (uint64_t)ip->src.v4.s_addr << 32 | ip->dst.v4.s_addr;
+	uint64_t port = 1ull << 63 | (uint64_t)ip->sport << 32 | (uint64_t)ip->dport << 16 |
+			((len_no_icrc + ICRC_UDP_BYTES + UR_ICRC_BYTES) & 0xffff);
+	uint32_t w;
+	uint16_t h;
+	uint64_t key;
+	struct icrc_hcache *e = NULL;
+
+	/* (two loads, not a 6-byte memcpy read back as 8: no store stall) */
+	memcpy(&w, bth + 2, 4);
+	memcpy(&h, bth + 6, 2);
+	key = ((uint64_t)h << 32 | w) | 0xffull << 16; /* byte 4: masked */
+	for (unsigned int i = 0; i < ICRC_HCACHE; i++) {
+		struct icrc_hcache *c = &hcache.e[(hcache.last + i) % ICRC_HCACHE];
+
+		if (c->port == port && c->addr == addr && c->bth == key) {
+			e = c;
+			hcache.last = (unsigned int)(c - hcache.e);
+			break;
+		}
+	}
+	if (!e) {
+		struct uroce_ipinfo ip0 = *ip;
+		uint8_t ph[ICRC_HDR4];
+
+		pthread_once(&hdr_raw_once, hdr_raw_build);
+		ip0.ipid = 0;
+		icrc_prefix(ph, &ip0, len_no_icrc);
+		memcpy(ph + ICRC_BTH4, bth, UR_BTH_BYTES);
+		ph[ICRC_BTH4 + 4] = 0xff;
+		for (int i = 0; i < ICRC_NVARY; i++)
+			ph[hdr_vary[i]] = 0;
+		hcache.last = hcache.next++ % ICRC_HCACHE;
+		e = &hcache.e[hcache.last];
+		e->crc = uroce_crc32_sw(0, ph, sizeof(ph));
+		e->addr = addr;
+		e->port = port;
+		e->bth = key;
+	}
+	return e->crc ^ hdr_raw[0][ip->ipid >> 8] ^ hdr_raw[1][ip->ipid & 0xff] ^
+	       hdr_raw[2][bth[0]] ^ hdr_raw[3][bth[1]] ^ hdr_raw[4][bth[8]] ^ hdr_raw[5][bth[9]] ^
+	       hdr_raw[6][bth[10]] ^ hdr_raw[7][bth[11]];
+}
+
+/* The CRC register after the masked LRH, IP and UDP headers and BTH of a
+ * packet of len_no_icrc bytes (BTH up to the ICRC). */
+static uint32_t icrc_head(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)
+{
+	/* Masked LRH, IP header, UDP header and BTH: at most 8+40+8+12 bytes. */
+	uint8_t ph[ICRC_LRH_BYTES + ICRC_IPV6_BYTES + ICRC_UDP_BYTES + UR_BTH_BYTES];
+	size_t n;
+
+	if (ip->family == AF_INET)
+		return icrc_head4(ip, bth, len_no_icrc);
+	n = icrc_prefix(ph, ip, len_no_icrc);
+	memcpy(ph + n, bth, UR_BTH_BYTES);
+	ph[n + 4] = 0xff; /* FECN, BECN, resv6: masked */
+	return uroce_crc32(0, ph, n + UR_BTH_BYTES);
 }
 
 uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len_no_icrc)

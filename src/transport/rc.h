@@ -12,9 +12,12 @@
 #define UROCE_PROBE_MIN_NS 3000000ull
 
 /* Packets a requester may have in flight per QP, and how often it asks for
- * an ACK inside a long message (the last packet of a message always does). */
+ * an ACK in a stream (the last packet of its last queued message always
+ * does: req.c); a responder's receive batches coalesce the ACKs nobody
+ * asked for up to UROCE_ACK_STRIDE PSNs (resp.c). */
 #define UROCE_WINDOW	   256u
-#define UROCE_ACKREQ_EVERY 32u
+#define UROCE_ACKREQ_EVERY 64u
+#define UROCE_ACK_STRIDE   128u
 
 /* What all the QPs of an endpoint may have in flight together: 8 or 255
  * QPs of one process mostly send to one peer socket, whose buffer is no

@@ -193,18 +193,46 @@ static void req_advance(struct uroce_qp *qp, uint32_t n)
 	qp->req.max_psn = qp->req.psn;
 }
 
-/* AckReq (IBTA 9.7.5.1): on the last packet of a message, every
- * UROCE_ACKREQ_EVERY packets, at three quarters of the QP's window, and on
- * every packet once the endpoint's budget is three quarters used: a peer
- * that acknowledges only what asks for it (kernel rxe) must answer before a
- * small window (a small SO_RCVBUF) or the shared budget (many QPs) is used
- * up, or the QP would stall until its timeout. */
-static bool ack_wanted(const struct uroce_qp *qp, bool last)
+/* Is a WQE that sends packets posted behind the one being sent?  Its last
+ * packet will ask for the ACK that covers this one too. */
+static bool sends_behind(struct uroce_qp *qp)
+{
+	uint32_t next = qp->sq.req + 1;
+
+	if (next == qp->sq.head || (swqe(qp, next)->send_flags & IBV_SEND_FENCE))
+		return false; /* none, or one that may wait for this one */
+	switch (swqe(qp, next)->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return true;
+	default:
+		return false; /* a local operation: nothing may follow */
+	}
+}
+
+/* AckReq (IBTA 9.7.5.1): on the last packet of a message with nothing
+ * sent behind it, every UROCE_ACKREQ_EVERY packets, at three quarters of
+ * the QP's window, on the packet after which the QP may send no more (its
+ * window, its congestion window or the endpoint's budget), and on every
+ * packet once the endpoint's budget is three quarters used: a peer that
+ * acknowledges only what asks for it (kernel rxe, and uroce's coalescing of
+ * a stream's ACKs) must answer before the requester stops, or the QP would
+ * stall until its timeout.  A stream of messages asks about once per
+ * UROCE_ACKREQ_EVERY packets instead of once per message. */
+static bool ack_wanted(struct uroce_qp *qp, bool last)
 {
 	uint32_t w = rc_window(qp), b = rc_ep_budget(qp);
 
-	return last || (qp->req.psn % UROCE_ACKREQ_EVERY) == 0 ||
-	       qp->req.inflight + 1 == w - w / 4 || rc_ep_inflight(qp) + 1 >= b - b / 4;
+	if ((last && !sends_behind(qp)) || ur_psn_diff(qp->req.psn, qp->req.max_psn) < 0)
+		return true; /* (and every packet sent again after a go-back) */
+	return (qp->req.psn % UROCE_ACKREQ_EVERY) == 0 || qp->req.inflight + 1 == w - w / 4 ||
+	       rc_ep_inflight(qp) + 1 >= b - b / 4 || !rc_may_send(qp, 2);
 }
 
 /* The headers of a packet of w (a SEND or WRITE) with PSN psn and paylen
@@ -225,7 +253,7 @@ static void data_pkt_hdr(struct uroce_qp *qp, struct uroce_swqe *w, struct uroce
 		ur_ieth_set(pkt, w->imm_data); /* the rkey to invalidate */
 	if (last && (w->send_flags & IBV_SEND_SOLICITED))
 		ur_bth_set_se(pkt, true);
-	ur_bth_set_ackreq(pkt, qp->tr != UR_TR_UC && (ackreq || last));
+	ur_bth_set_ackreq(pkt, qp->tr != UR_TR_UC && ackreq);
 	ur_bth_set_psn(pkt, psn);
 }
 

@@ -61,11 +61,27 @@ static void send_aeth(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 	uroce_qp_xmit(qp, &pkt);
 }
 
+/* May the pending ACK wait for the next one (a stream's coalescing, the
+ * progress thread's receive batches: endpoint.c)?  Only when no packet it
+ * covers asked for it (AckReq), the requester is not recovering a loss,
+ * and fewer than UROCE_ACK_STRIDE PSNs have gone unacknowledged.  The
+ * requester asks on the last packet of its last queued message, every
+ * UROCE_ACKREQ_EVERY packets and where its window would stop (req.c), so
+ * what waits here is always followed by a packet that asks. */
+bool uroce_resp_ack_lazy(const struct uroce_qp *qp)
+{
+	return qp->tr == UR_TR_RC && !qp->resp.ack_eager && qp->resp.acked &&
+	       !(qp->sk && qp->sk->nheld) &&
+	       ((qp->resp.ack_psn - qp->resp.acked_psn) & UR_PSN_MASK) < UROCE_ACK_STRIDE;
+}
+
 void uroce_resp_flush_ack(struct uroce_qp *qp)
 {
 	if (!qp->resp.ack_pending)
 		return;
 	qp->resp.ack_pending = false;
+	qp->resp.ack_eager = false;
+	qp->resp.ack_lazy_ns = 0;
 	if (qp->tr == UR_TR_UC)
 		return; /* UC is unacknowledged (IBTA 9.8.2) */
 	qp->resp.acked = true;
@@ -100,6 +116,7 @@ static bool hold(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		qp->resp.ack_psn =
 		    qp->resp.acked ? qp->resp.acked_psn : (qp->attr.rq_psn - 1) & UR_PSN_MASK;
 	}
+	qp->resp.ack_eager = true;
 	return true;
 }
 
@@ -143,7 +160,9 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_pkt *pkt, enum ibv_w
 	if (pkt && st == IBV_WC_SUCCESS) {
 		qp->resp.ack_pending = true;
 		qp->resp.ack_psn = pkt->psn;
-		if (!uroce_ep_deferring_acks())
+		if (pkt->ackreq)
+			qp->resp.ack_eager = true;
+		if (!uroce_ep_deferring_acks() && !uroce_resp_ack_lazy(qp))
 			uroce_resp_flush_ack(qp);
 	}
 	/* (none for an XRC_RECV QP whose SRQ was destroyed mid-message) */
@@ -634,6 +653,7 @@ static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return;
 	}
 	qp->resp.ack_pending = true;
+	qp->resp.ack_eager = true;
 	qp->resp.ack_psn = (qp->resp.psn - 1) & UR_PSN_MASK;
 }
 
@@ -716,6 +736,8 @@ static void rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			if (!(qp->resp.acked && qp->resp.acked_psn == pkt->psn)) {
 				qp->resp.ack_pending = true;
 				qp->resp.ack_psn = pkt->psn;
+				if (pkt->ackreq)
+					qp->resp.ack_eager = true;
 			}
 			return;
 		case RESPST_NAK_PSN_SEQ:

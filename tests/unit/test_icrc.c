@@ -138,6 +138,65 @@ static void test_icrc_gather(void)
 	CHECK(bad == 0, "uroce_icrc_gather differs from uroce_icrc_compute %u times", bad);
 }
 
+/* The ICRC by its definition (IBTA A17.3.3), bit by bit over the masked
+ * pseudo-header built here, for an IPv4 packet of len bytes with ID ipid. */
+static uint32_t icrc_ref4(const struct uroce_ipinfo *ip, const uint8_t *bth, uint32_t len)
+{
+	static uint8_t ph[36 + 70000];
+	uint32_t udp_len = 8 + len + 4, tot = 20 + udp_len;
+	uint8_t *h = ph + 8;
+
+	memset(ph, 0xff, 8);
+	h[0] = 0x45;
+	h[1] = 0xff;
+	h[2] = (uint8_t)(tot >> 8), h[3] = (uint8_t)tot;
+	h[4] = (uint8_t)(ip->ipid >> 8), h[5] = (uint8_t)ip->ipid;
+	h[6] = 0x40, h[7] = 0;
+	h[8] = 0xff, h[9] = 17, h[10] = 0xff, h[11] = 0xff;
+	memcpy(h + 12, &ip->src.v4, 4);
+	memcpy(h + 16, &ip->dst.v4, 4);
+	h += 20;
+	h[0] = (uint8_t)(ip->sport >> 8), h[1] = (uint8_t)ip->sport;
+	h[2] = (uint8_t)(ip->dport >> 8), h[3] = (uint8_t)ip->dport;
+	h[4] = (uint8_t)(udp_len >> 8), h[5] = (uint8_t)udp_len;
+	h[6] = 0xff, h[7] = 0xff;
+	memcpy(h + 8, bth, len);
+	h[8 + 4] = 0xff;
+	return crc32_bitwise(0, ph, 36 + len);
+}
+
+/* The header CRC is cached per flow and length with the IPv4 ID and the
+ * BTH's per-packet bytes added apart (icrc.c): every flow, length and ID, in an order that evicts
+ * and refills the cache, gives the ICRC of the definition. */
+static void test_icrc_hcache(void)
+{
+	static uint8_t pkt[UR_BTH_BYTES + 1100];
+	unsigned bad = 0, n = 0;
+
+	for (size_t i = 0; i < sizeof(pkt); i++)
+		pkt[i] = (uint8_t)rnd();
+	for (int round = 0; round < 3000; round++) {
+		struct uroce_ipinfo ip = {.family = AF_INET};
+		uint32_t flow = rnd() % 11, len = UR_BTH_BYTES + (rnd() % 3) * 512 + (flow & 3) * 4;
+
+		ip.src.v4.s_addr = htonl(0x0a000001 + (flow % 3));
+		ip.dst.v4.s_addr = htonl(0x7f000001 + (flow % 5));
+		ip.sport = (uint16_t)(49152 + flow);
+		ip.dport = (uint16_t)(4791 + (flow % 2));
+		ip.ipid = round % 7 ? (uint16_t)(rnd() % 64) : (uint16_t)rnd();
+		/* opcode, flags, AckReq and PSN change per packet; P_Key, the
+		 * reserved byte and the destination QP per flow (or not) */
+		pkt[0] = (uint8_t)rnd(), pkt[1] = (uint8_t)rnd();
+		pkt[8] = (uint8_t)rnd(), pkt[9] = (uint8_t)rnd();
+		pkt[10] = (uint8_t)rnd(), pkt[11] = (uint8_t)rnd();
+		pkt[4] = (uint8_t)rnd();
+		pkt[7] = (uint8_t)(flow + (round % 13 == 0));
+		bad += uroce_icrc_compute(&ip, pkt, len) != icrc_ref4(&ip, pkt, len);
+		n++;
+	}
+	CHECK(bad == 0, "cached header CRC: %u of %u ICRCs differ from the definition", bad, n);
+}
+
 /* ---- Vectors ---- */
 
 static int hexval(int c)
@@ -331,6 +390,7 @@ int main(int argc, char **argv)
 	test_crc_known("uroce_crc32_sw", uroce_crc32_sw);
 	test_crc_random();
 	test_icrc_gather();
+	test_icrc_hcache();
 	n = test_vectors(path, &v4, &v6);
 	printf("test_icrc: %u vectors from %s (%s)\n", n, path,
 #ifdef UROCE_HAVE_ISAL
