@@ -112,10 +112,10 @@ pair ibv_uc_pingpong ibv_uc_pingpong -d uroce_lo -g 0 -m 2048 -s 5000 -n 3
 pair ibv_ud_pingpong ibv_ud_pingpong -d uroce_lo -g 0 -s 2048 -n 3
 pair ibv_srq_pingpong ibv_srq_pingpong -d uroce_lo -g 0 -s 3000 -n 3
 pair ibv_xsrq_pingpong ibv_xsrq_pingpong -d uroce_lo -g 0 -m 1024 -s 3000 -n 3
-pair ib_atomic_bw_cas ib_atomic_bw -d uroce_lo -x 0 -A CMP_AND_SWAP -n 20
-pair ib_atomic_bw_faa ib_atomic_bw -d uroce_lo -x 0 -A FETCH_AND_ADD -n 20
-pair ib_write_bw ib_write_bw -d uroce_lo -x 0 -s 10000 -n 20
-pair ib_read_bw ib_read_bw -d uroce_lo -x 0 -s 10000 -n 20
+pair ib_atomic_bw_cas ib_atomic_bw -d uroce_lo -x 0 -F -A CMP_AND_SWAP -n 20
+pair ib_atomic_bw_faa ib_atomic_bw -d uroce_lo -x 0 -F -A FETCH_AND_ADD -n 20
+pair ib_write_bw ib_write_bw -d uroce_lo -x 0 -F -s 10000 -n 20
+pair ib_read_bw ib_read_bw -d uroce_lo -x 0 -F -s 10000 -n 20
 sleep 0.5
 stop_capture
 log "capture: $(grep -E "packets? (captured|dropped)" "$LOG_DIR/tshark.log" | tr '\n' ' ')"

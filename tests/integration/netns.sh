@@ -206,7 +206,7 @@ else
 fi
 
 for t in write read send; do
-	if xpair "ib_${t}_bw" 2 1 "ib_${t}_bw" -x 0 -s 65536 -n 500; then
+	if xpair "ib_${t}_bw" 2 1 "ib_${t}_bw" -x 0 -F -s 65536 -n 500; then
 		if log_has "ib_${t}_bw" client 'Mtu[[:space:]]*:[[:space:]]*1024\[B\]'; then
 			pass "ib_${t}_bw h1 -> h2: $(awk '/^ *65536 / { print $4 " MB/s average" }' \
 				"$LOG_DIR/ib_${t}_bw.client.log"), Mtu 1024[B]"
@@ -224,7 +224,7 @@ done
 cut_bw() {
 	local spid cpid t0
 	alloc_port
-	timeout -k 5 60 "${IN3[@]}" ib_write_bw -d uroce_v3 -x 0 -p "$PORT" -D 30 \
+	timeout -k 5 60 "${IN3[@]}" ib_write_bw -d uroce_v3 -x 0 -F -p "$PORT" -D 30 \
 		>"$LOG_DIR/cut_bw.server.log" 2>&1 &
 	spid=$!
 	BG_PIDS+=("$spid")
@@ -233,7 +233,7 @@ cut_bw() {
 		stop "$spid"
 		return
 	fi
-	timeout -k 5 60 "${IN1[@]}" ib_write_bw -d uroce_v1 -x 0 -p "$PORT" -D 30 "$(addr 3)" \
+	timeout -k 5 60 "${IN1[@]}" ib_write_bw -d uroce_v1 -x 0 -F -p "$PORT" -D 30 "$(addr 3)" \
 		>"$LOG_DIR/cut_bw.client.log" 2>&1 &
 	cpid=$!
 	BG_PIDS+=("$cpid")
@@ -352,7 +352,7 @@ restart() {
 		xpair "$name.second" 2 1 "$prog" "$@" "${second[@]}"
 }
 
-restart restart_bw ib_write_bw "-D 20" "-s 65536 -n 500" -x 0
+restart restart_bw ib_write_bw "-D 20" "-s 65536 -n 500" -x 0 -F
 restart restart_pp ibv_rc_pingpong "-n 100000000" "-n 500" -g 0
 
 finish
