@@ -19,7 +19,9 @@ SOAK=$UROCE_BUILD_DIR/tests/test_soak
 out=$LOG_DIR/soak.valgrind.log
 rc=0
 log "=== test_soak under valgrind (SOAK_SECONDS=10, SOAK_MAX_SIZE=4096)"
-SOAK_SECONDS=10 SOAK_MAX_SIZE=4096 SOAK_PAIRS=8 SOAK_RSS_KB=0 \
+# QP timeout 18 (1.07 s): valgrind runs one thread at a time, and a
+# progress thread waited longer than retry_cnt x 67 ms for its turn
+SOAK_SECONDS=10 SOAK_MAX_SIZE=4096 SOAK_PAIRS=8 SOAK_RSS_KB=0 SOAK_QP_TIMEOUT=18 \
 	timeout -k 10 240 valgrind --leak-check=full --show-leak-kinds=definite,indirect,possible \
 	--errors-for-leak-kinds=definite,indirect,possible --error-exitcode=1 \
 	--num-callers=30 "$SOAK" >"$out" 2>&1 || rc=$?

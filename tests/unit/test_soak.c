@@ -274,6 +274,9 @@ int main(void)
 	k.rng = 0x50a4;
 	k.o = fu_default_opts();
 	k.o.mtu = IBV_MTU_1024;
+	/* under valgrind, whose scheduler runs one thread at a time, a progress
+	 * thread can wait longer than 8 x 67 ms for its turn */
+	k.o.timeout = (uint8_t)env_long("SOAK_QP_TIMEOUT", k.o.timeout);
 	k.cap = (struct ibv_qp_cap){.max_send_wr = MAX_BATCH,
 				    .max_recv_wr = MAX_BATCH,
 				    .max_send_sge = 1,
