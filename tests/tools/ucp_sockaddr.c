@@ -207,11 +207,14 @@ static int run(int server, const struct sockaddr_in *sin, int iters, size_t len)
 		return fail(server ? "no connection request" : "ucp_ep_create failed", 0);
 	}
 	bad = pingpong(ep, server, iters, len);
+	/* An endpoint error during the ping-pong is a failure; once the goodbye
+	 * is under way the peer may close first (the server's endpoint then
+	 * reports a reset), which is the normal end. */
+	if (ep_status != UCS_OK && !bad)
+		bad = fail(ucs_status_string(ep_status), 0);
 	/* The client says goodbye so that the server closes after the last reply. */
 	if (!bad && xfer(ep, !server, &bye, 1, TAG_BYE) != UCS_OK)
 		bad = fail("goodbye failed", 0);
-	if (ep_status != UCS_OK && !bad)
-		bad = fail(ucs_status_string(ep_status), 0);
 	wait_req(ucp_ep_close_nbx(ep, &close)); /* a peer that closed first is not an error */
 	if (listener)
 		ucp_listener_destroy(listener);
