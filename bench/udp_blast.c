@@ -1,0 +1,411 @@
+/*
+ * udp_blast: the ceiling of any UDP-socket bulk transport on this machine.
+ * A sender and a receiver (forked) on 127.0.0.1, or on the addresses given,
+ * move BYTES with no RDMA work at all, the way uroce's data path uses its
+ * sockets, or the way qperf's tcp_bw uses TCP:
+ *
+ *   udp  sendmmsg() of GSO datagrams (UDP_SEGMENT, SEG bytes a segment,
+ *        64 KiB a datagram, 16 datagrams a call) from one user buffer; the
+ *        receiver reads with recvmmsg() of 16 and UDP_GRO; a credit of the
+ *        bytes received goes back every 256 KiB and the sender keeps at most
+ *        WINDOW bytes unacknowledged (uroce's ACK clock; a credit that does
+ *        not come within 20 ms counts the window as lost and goes on).
+ *   tcp  write() of 64 KiB on one TCP connection, read() of 64 KiB.
+ *
+ * --copy makes the receiver copy every datagram (or read) once more into a
+ * 64 MiB destination, the pass an RDMA receiver needs to land the payload
+ * in the MR when the socket cannot place it (TCP's own copy-out is already
+ * that pass: tcp's --copy is the cost of a receive that could not place).
+ *
+ *   udp_blast udp|tcp [--copy] [--seg N] [--mb MB] [--window KB]
+ *             [--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]
+ *
+ * --rx-ns / --tx-ns: the network namespace (/run/netns/NAME) the receiver /
+ * the sender runs in (setns), for a veth pair between two namespaces.
+ *
+ * prints "mode=... MBps=<x> cpu_s_per_GB=<y> snd_cpu=<s> rcv_cpu=<s>
+ * lost_windows=<n>" (MB = 10^6 B; CPU = user + system of both processes).
+ * Build: cc -O2 -o udp_blast udp_blast.c
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+#define BLAST_DGRAM  65000u /* payload of one GSO datagram, at most */
+#define BLAST_VLEN   16
+#define BLAST_DST    (64u << 20)
+#define BLAST_CREDIT (256u << 10)
+
+static struct {
+	int tcp, copy;
+	unsigned int seg, port;
+	uint64_t bytes, window;
+	const char *src, *dst;
+} opt = {.seg = 4136,
+	 .port = 29999,
+	 .bytes = 2000ull << 20,
+	 .window = 4u << 20,
+	 .src = "127.0.0.1",
+	 .dst = "127.0.0.1"};
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double cpu_s(int who)
+{
+	struct rusage ru;
+
+	getrusage(who, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+static struct sockaddr_in addr(const char *a, unsigned int port)
+{
+	struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+	if (inet_pton(AF_INET, a, &s.sin_addr) != 1) {
+		fprintf(stderr, "udp_blast: bad address %s\n", a);
+		exit(2);
+	}
+	return s;
+}
+
+static void bufs(int fd)
+{
+	int sz = 8 << 20;
+
+	/* as uroce's endpoints: ask, forced where allowed */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+}
+
+/* receiver: returns its CPU seconds through the pipe */
+static void udp_rx(int fd, struct sockaddr_in *back)
+{
+	static char buf[BLAST_VLEN][65536];
+	struct iovec iov[BLAST_VLEN];
+	struct mmsghdr mm[BLAST_VLEN];
+	char *dst = opt.copy ? malloc(BLAST_DST) : NULL;
+	uint64_t got = 0, credited = 0, doff = 0;
+	int i, n, on = 1;
+
+	if (setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof(on)))
+		die("UDP_GRO");
+	if (dst)
+		memset(dst, 0, BLAST_DST);
+	while (got < opt.bytes) {
+		for (i = 0; i < BLAST_VLEN; i++) {
+			iov[i] = (struct iovec){buf[i], sizeof(buf[i])};
+			mm[i] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[i], .msg_iovlen = 1}};
+		}
+		n = recvmmsg(fd, mm, BLAST_VLEN, MSG_WAITFORONE, NULL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("recvmmsg");
+		}
+		for (i = 0; i < n; i++) {
+			unsigned int len = mm[i].msg_len;
+
+			if (dst) {
+				if (doff + len > BLAST_DST)
+					doff = 0;
+				memcpy(dst + doff, buf[i], len);
+				doff += len;
+			}
+			got += len;
+		}
+		if (got - credited >= BLAST_CREDIT || got >= opt.bytes) {
+			credited = got;
+			sendto(fd, &got, sizeof(got), 0, (struct sockaddr *)back, sizeof(*back));
+		}
+	}
+	free(dst);
+}
+
+static int udp_tx(int fd, struct sockaddr_in *to)
+{
+	static char buf[BLAST_VLEN * BLAST_DGRAM];
+	union {
+		char b[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} ctl[BLAST_VLEN];
+	struct iovec iov[BLAST_VLEN];
+	struct mmsghdr mm[BLAST_VLEN];
+	unsigned int dgram = BLAST_DGRAM / opt.seg * opt.seg;
+	uint64_t sent = 0, acked = 0;
+	int i, n, lost = 0;
+
+	memset(buf, 0x5a, sizeof(buf));
+	while (sent < opt.bytes) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		uint64_t a;
+
+		while (recv(fd, &a, sizeof(a), MSG_DONTWAIT) == sizeof(a))
+			acked = a > acked ? a : acked;
+		if (sent - acked + dgram > opt.window) {
+			if (poll(&p, 1, 20) == 0) {
+				lost++; /* the receiver dropped: count it, go on */
+				acked = sent;
+			}
+			continue;
+		}
+		for (n = 0;
+		     n < BLAST_VLEN && sent - acked + dgram <= opt.window && sent < opt.bytes;
+		     n++) {
+			uint64_t left = opt.bytes - sent;
+			unsigned int len = left < dgram ? (unsigned int)left : dgram;
+			struct cmsghdr *c = &ctl[n].align;
+
+			iov[n] = (struct iovec){buf + (size_t)n * BLAST_DGRAM, len};
+			mm[n] = (struct mmsghdr){.msg_hdr = {.msg_name = to,
+							     .msg_namelen = sizeof(*to),
+							     .msg_iov = &iov[n],
+							     .msg_iovlen = 1,
+							     .msg_control = ctl[n].b,
+							     .msg_controllen = sizeof(ctl[n].b)}};
+			c->cmsg_level = IPPROTO_UDP;
+			c->cmsg_type = UDP_SEGMENT;
+			c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+			*(uint16_t *)CMSG_DATA(c) = (uint16_t)opt.seg;
+			sent += len;
+		}
+		for (i = 0; i < n;) {
+			int r = sendmmsg(fd, mm + i, (unsigned int)(n - i), 0);
+
+			if (r < 0) {
+				if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN)
+					continue;
+				die("sendmmsg");
+			}
+			i += r;
+		}
+	}
+	return lost;
+}
+
+static void tcp_rx(int fd)
+{
+	static char buf[65536];
+	char *dst = opt.copy ? malloc(BLAST_DST) : NULL;
+	uint64_t got = 0, doff = 0;
+
+	if (dst)
+		memset(dst, 0, BLAST_DST);
+	while (got < opt.bytes) {
+		ssize_t r = read(fd, buf, sizeof(buf));
+
+		if (r <= 0)
+			die("read");
+		if (dst) {
+			if (doff + (uint64_t)r > BLAST_DST)
+				doff = 0;
+			memcpy(dst + doff, buf, (size_t)r);
+			doff += (uint64_t)r;
+		}
+		got += (uint64_t)r;
+	}
+	if (write(fd, &got, 1) != 1) /* the end: the sender waits for it */
+		die("write end");
+	free(dst);
+}
+
+static void tcp_tx(int fd)
+{
+	static char buf[65536];
+	uint64_t sent = 0;
+	char c;
+
+	memset(buf, 0x5a, sizeof(buf));
+	while (sent < opt.bytes) {
+		size_t len = opt.bytes - sent < sizeof(buf) ? opt.bytes - sent : sizeof(buf);
+		ssize_t r = write(fd, buf, len);
+
+		if (r <= 0)
+			die("write");
+		sent += (uint64_t)r;
+	}
+	if (read(fd, &c, 1) != 1)
+		die("read end");
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: udp_blast udp|tcp [--copy] [--seg N] [--mb MB] [--window KB] "
+			"[--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]\n");
+	exit(2);
+}
+
+static void enter_ns(const char *path)
+{
+	int fd;
+
+	if (!path)
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET))
+		die(path);
+	close(fd);
+}
+
+static int make_socket(const struct sockaddr_in *at)
+{
+	int fd = socket(AF_INET, opt.tcp ? SOCK_STREAM : SOCK_DGRAM, 0), one = 1;
+
+	if (fd < 0)
+		die("socket");
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (!opt.tcp)
+		bufs(fd);
+	if (at && bind(fd, (const struct sockaddr *)at, sizeof(*at)))
+		die("bind");
+	return fd;
+}
+
+int main(int argc, char **argv)
+{
+	const char *rx_ns = NULL, *tx_ns = NULL;
+	struct sockaddr_in rx, tx;
+	int i, pfd[2], rdy[2], tfd, lost = 0;
+	double t0, t1, rcpu = 0, scpu;
+	char c;
+	pid_t pid;
+
+	if (argc < 2)
+		usage();
+	opt.tcp = !strcmp(argv[1], "tcp");
+	if (!opt.tcp && strcmp(argv[1], "udp"))
+		usage();
+	for (i = 2; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--copy")) {
+			opt.copy = 1;
+			continue;
+		}
+		if (!v)
+			usage();
+		i++;
+		if (!strcmp(a, "--seg"))
+			opt.seg = (unsigned int)atoi(v);
+		else if (!strcmp(a, "--mb"))
+			opt.bytes = (uint64_t)atoll(v) * 1000000ull;
+		else if (!strcmp(a, "--window"))
+			opt.window = (uint64_t)atoll(v) << 10;
+		else if (!strcmp(a, "--port"))
+			opt.port = (unsigned int)atoi(v);
+		else if (!strcmp(a, "--src"))
+			opt.src = v;
+		else if (!strcmp(a, "--dst"))
+			opt.dst = v;
+		else if (!strcmp(a, "--rx-ns"))
+			rx_ns = v;
+		else if (!strcmp(a, "--tx-ns"))
+			tx_ns = v;
+		else
+			usage();
+	}
+	if (opt.seg < 64 || opt.seg > 9000 || !opt.bytes)
+		usage();
+	rx = addr(opt.dst, opt.port);
+	tx = addr(opt.src, opt.port + 1);
+	if (pipe(pfd) || pipe(rdy))
+		die("pipe");
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		int rfd;
+		double cpu;
+
+		enter_ns(rx_ns);
+		rfd = make_socket(&rx);
+		if (opt.tcp && listen(rfd, 1))
+			die("listen");
+		if (write(rdy[1], "r", 1) != 1)
+			die("ready");
+		if (opt.tcp) {
+			int a = accept(rfd, NULL, NULL);
+
+			if (a < 0)
+				die("accept");
+			tcp_rx(a);
+		} else {
+			udp_rx(rfd, &tx);
+		}
+		cpu = cpu_s(RUSAGE_SELF);
+		if (write(pfd[1], &cpu, sizeof(cpu)) != sizeof(cpu))
+			die("result");
+		_exit(0);
+	}
+	enter_ns(tx_ns);
+	tfd = make_socket(opt.tcp ? NULL : &tx);
+	if (read(rdy[0], &c, 1) != 1)
+		die("receiver");
+	t0 = now_s();
+	if (opt.tcp) {
+		if (connect(tfd, (struct sockaddr *)&rx, sizeof(rx)))
+			die("connect");
+		tcp_tx(tfd);
+	} else {
+		lost = udp_tx(tfd, &rx);
+		/* the last credit: everything arrived (or was lost) */
+		for (;;) {
+			struct pollfd p = {.fd = tfd, .events = POLLIN};
+			uint64_t a = 0;
+
+			if (poll(&p, 1, 200) <= 0)
+				break;
+			if (recv(tfd, &a, sizeof(a), 0) == sizeof(a) && a >= opt.bytes)
+				break;
+		}
+	}
+	if (read(pfd[0], &rcpu, sizeof(rcpu)) != sizeof(rcpu))
+		rcpu = -1;
+	t1 = now_s();
+	scpu = cpu_s(RUSAGE_SELF);
+	waitpid(pid, NULL, 0);
+	printf("mode=%s%s seg=%u MBps=%.0f cpu_s_per_GB=%.3f snd_cpu=%.2f rcv_cpu=%.2f "
+	       "lost_windows=%d\n",
+	       opt.tcp ? "tcp" : "udp", opt.copy ? "+copy" : "", opt.seg,
+	       (double)opt.bytes / (t1 - t0) / 1e6, (scpu + rcpu) / ((double)opt.bytes / 1e9), scpu,
+	       rcpu, lost);
+	return 0;
+}
