@@ -12,12 +12,14 @@
  *        not come within 20 ms counts the window as lost and goes on).
  *   tcp  write() of 64 KiB on one TCP connection, read() of 64 KiB.
  *
+ * --zerocopy sends with MSG_ZEROCOPY (SO_ZEROCOPY; completions read from the
+ * error queue after every call; udp only).
  * --copy makes the receiver copy every datagram (or read) once more into a
  * 64 MiB destination, the pass an RDMA receiver needs to land the payload
  * in the MR when the socket cannot place it (TCP's own copy-out is already
  * that pass: tcp's --copy is the cost of a receive that could not place).
  *
- *   udp_blast udp|tcp [--copy] [--seg N] [--mb MB] [--window KB]
+ *   udp_blast udp|tcp [--copy] [--zerocopy] [--seg N] [--mb MB] [--window KB]
  *             [--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]
  *
  * --rx-ns / --tx-ns: the network namespace (/run/netns/NAME) the receiver /
@@ -60,7 +62,7 @@
 #define BLAST_CREDIT (256u << 10)
 
 static struct {
-	int tcp, copy;
+	int tcp, copy, zc;
 	unsigned int seg, port;
 	uint64_t bytes, window;
 	const char *src, *dst;
@@ -160,6 +162,17 @@ static void udp_rx(int fd, struct sockaddr_in *back)
 	free(dst);
 }
 
+/* MSG_ZEROCOPY: read the completions (the buffer is never rewritten, so
+ * only the kernel's accounting waits for them) */
+static void zc_reap(int fd)
+{
+	char ctl[256];
+	struct msghdr mh = {.msg_control = ctl, .msg_controllen = sizeof(ctl)};
+
+	while (recvmsg(fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT) >= 0)
+		mh.msg_controllen = sizeof(ctl);
+}
+
 static int udp_tx(int fd, struct sockaddr_in *to)
 {
 	static char buf[BLAST_VLEN * BLAST_DGRAM];
@@ -208,8 +221,11 @@ static int udp_tx(int fd, struct sockaddr_in *to)
 			sent += len;
 		}
 		for (i = 0; i < n;) {
-			int r = sendmmsg(fd, mm + i, (unsigned int)(n - i), 0);
+			int r =
+			    sendmmsg(fd, mm + i, (unsigned int)(n - i), opt.zc ? MSG_ZEROCOPY : 0);
 
+			if (opt.zc)
+				zc_reap(fd);
 			if (r < 0) {
 				if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN)
 					continue;
@@ -268,8 +284,9 @@ static void tcp_tx(int fd)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: udp_blast udp|tcp [--copy] [--seg N] [--mb MB] [--window KB] "
-			"[--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]\n");
+	fprintf(stderr,
+		"usage: udp_blast udp|tcp [--copy] [--zerocopy] [--seg N] [--mb MB] [--window KB] "
+		"[--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]\n");
 	exit(2);
 }
 
@@ -318,6 +335,10 @@ int main(int argc, char **argv)
 
 		if (!strcmp(a, "--copy")) {
 			opt.copy = 1;
+			continue;
+		}
+		if (!strcmp(a, "--zerocopy")) {
+			opt.zc = 1;
 			continue;
 		}
 		if (!v)
@@ -377,6 +398,8 @@ int main(int argc, char **argv)
 	}
 	enter_ns(tx_ns);
 	tfd = make_socket(opt.tcp ? NULL : &tx);
+	if (opt.zc && setsockopt(tfd, SOL_SOCKET, SO_ZEROCOPY, &(int){1}, sizeof(int)))
+		die("SO_ZEROCOPY");
 	if (read(rdy[0], &c, 1) != 1)
 		die("receiver");
 	t0 = now_s();
@@ -404,8 +427,11 @@ int main(int argc, char **argv)
 	waitpid(pid, NULL, 0);
 	printf("mode=%s%s seg=%u MBps=%.0f cpu_s_per_GB=%.3f snd_cpu=%.2f rcv_cpu=%.2f "
 	       "lost_windows=%d\n",
-	       opt.tcp ? "tcp" : "udp", opt.copy ? "+copy" : "", opt.seg,
-	       (double)opt.bytes / (t1 - t0) / 1e6, (scpu + rcpu) / ((double)opt.bytes / 1e9), scpu,
-	       rcpu, lost);
+	       opt.tcp ? "tcp" : "udp",
+	       opt.copy ? "+copy"
+	       : opt.zc ? "+zerocopy"
+			: "",
+	       opt.seg, (double)opt.bytes / (t1 - t0) / 1e6,
+	       (scpu + rcpu) / ((double)opt.bytes / 1e9), scpu, rcpu, lost);
 	return 0;
 }
