@@ -26,7 +26,9 @@
  * the sender runs in (setns), for a veth pair between two namespaces.
  *
  * prints "mode=... MBps=<x> cpu_s_per_GB=<y> snd_cpu=<s> rcv_cpu=<s>
- * lost_windows=<n>" (MB = 10^6 B; CPU = user + system of both processes).
+ * lost_windows=<n> rcvd=<bytes> sent=<bytes>" (MB = 10^6 B; CPU = user +
+ * system of both processes).  A UDP receiver that hears nothing for 2 s
+ * ends with what it got (lost datagrams).
  * Build: cc -O2 -o udp_blast udp_blast.c
  */
 #define _GNU_SOURCE
@@ -72,6 +74,10 @@ static struct {
 	 .window = 4u << 20,
 	 .src = "127.0.0.1",
 	 .dst = "127.0.0.1"};
+
+/* --copy: the receiver's destination, touched before it says it is ready
+ * (a first touch of 64 MiB under way would look like loss to the sender) */
+static char *rx_dst;
 
 static double now_s(void)
 {
@@ -119,19 +125,19 @@ static void bufs(int fd)
 }
 
 /* receiver: returns its CPU seconds through the pipe */
-static void udp_rx(int fd, struct sockaddr_in *back)
+static uint64_t udp_rx(int fd, struct sockaddr_in *back)
 {
 	static char buf[BLAST_VLEN][65536];
 	struct iovec iov[BLAST_VLEN];
 	struct mmsghdr mm[BLAST_VLEN];
-	char *dst = opt.copy ? malloc(BLAST_DST) : NULL;
+	char *dst = rx_dst;
 	uint64_t got = 0, credited = 0, doff = 0;
 	int i, n, on = 1;
 
-	if (setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof(on)))
+	if (setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof(on)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){.tv_sec = 2},
+		       sizeof(struct timeval)))
 		die("UDP_GRO");
-	if (dst)
-		memset(dst, 0, BLAST_DST);
 	while (got < opt.bytes) {
 		for (i = 0; i < BLAST_VLEN; i++) {
 			iov[i] = (struct iovec){buf[i], sizeof(buf[i])};
@@ -141,6 +147,8 @@ static void udp_rx(int fd, struct sockaddr_in *back)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break; /* 2 s of nothing: the sender is done, the rest lost */
 			die("recvmmsg");
 		}
 		for (i = 0; i < n; i++) {
@@ -159,7 +167,7 @@ static void udp_rx(int fd, struct sockaddr_in *back)
 			sendto(fd, &got, sizeof(got), 0, (struct sockaddr *)back, sizeof(*back));
 		}
 	}
-	free(dst);
+	return got;
 }
 
 /* MSG_ZEROCOPY: read the completions (the buffer is never rewritten, so
@@ -237,14 +245,12 @@ static int udp_tx(int fd, struct sockaddr_in *to)
 	return lost;
 }
 
-static void tcp_rx(int fd)
+static uint64_t tcp_rx(int fd)
 {
 	static char buf[65536];
-	char *dst = opt.copy ? malloc(BLAST_DST) : NULL;
+	char *dst = rx_dst;
 	uint64_t got = 0, doff = 0;
 
-	if (dst)
-		memset(dst, 0, BLAST_DST);
 	while (got < opt.bytes) {
 		ssize_t r = read(fd, buf, sizeof(buf));
 
@@ -260,7 +266,7 @@ static void tcp_rx(int fd)
 	}
 	if (write(fd, &got, 1) != 1) /* the end: the sender waits for it */
 		die("write end");
-	free(dst);
+	return got;
 }
 
 static void tcp_tx(int fd)
@@ -321,7 +327,11 @@ int main(int argc, char **argv)
 	const char *rx_ns = NULL, *tx_ns = NULL;
 	struct sockaddr_in rx, tx;
 	int i, pfd[2], rdy[2], tfd, lost = 0;
-	double t0, t1, rcpu = 0, scpu;
+	struct {
+		double cpu;
+		uint64_t got;
+	} res;
+	double t0, t1, rcpu, scpu;
 	char c;
 	pid_t pid;
 
@@ -373,10 +383,19 @@ int main(int argc, char **argv)
 	if (pid < 0)
 		die("fork");
 	if (pid == 0) {
+		struct {
+			double cpu;
+			uint64_t got;
+		} res;
 		int rfd;
-		double cpu;
 
 		enter_ns(rx_ns);
+		if (opt.copy) {
+			rx_dst = malloc(BLAST_DST);
+			if (!rx_dst)
+				die("malloc");
+			memset(rx_dst, 0, BLAST_DST);
+		}
 		rfd = make_socket(&rx);
 		if (opt.tcp && listen(rfd, 1))
 			die("listen");
@@ -387,12 +406,12 @@ int main(int argc, char **argv)
 
 			if (a < 0)
 				die("accept");
-			tcp_rx(a);
+			res.got = tcp_rx(a);
 		} else {
-			udp_rx(rfd, &tx);
+			res.got = udp_rx(rfd, &tx);
 		}
-		cpu = cpu_s(RUSAGE_SELF);
-		if (write(pfd[1], &cpu, sizeof(cpu)) != sizeof(cpu))
+		res.cpu = cpu_s(RUSAGE_SELF);
+		if (write(pfd[1], &res, sizeof(res)) != sizeof(res))
 			die("result");
 		_exit(0);
 	}
@@ -420,18 +439,20 @@ int main(int argc, char **argv)
 				break;
 		}
 	}
-	if (read(pfd[0], &rcpu, sizeof(rcpu)) != sizeof(rcpu))
-		rcpu = -1;
+	if (read(pfd[0], &res, sizeof(res)) != sizeof(res))
+		die("receiver result");
+	rcpu = res.cpu;
 	t1 = now_s();
 	scpu = cpu_s(RUSAGE_SELF);
 	waitpid(pid, NULL, 0);
 	printf("mode=%s%s seg=%u MBps=%.0f cpu_s_per_GB=%.3f snd_cpu=%.2f rcv_cpu=%.2f "
-	       "lost_windows=%d\n",
+	       "lost_windows=%d rcvd=%llu sent=%llu\n",
 	       opt.tcp ? "tcp" : "udp",
 	       opt.copy ? "+copy"
 	       : opt.zc ? "+zerocopy"
 			: "",
 	       opt.seg, (double)opt.bytes / (t1 - t0) / 1e6,
-	       (scpu + rcpu) / ((double)opt.bytes / 1e9), scpu, rcpu, lost);
+	       (scpu + rcpu) / ((double)opt.bytes / 1e9), scpu, rcpu, lost,
+	       (unsigned long long)res.got, (unsigned long long)opt.bytes);
 	return 0;
 }
