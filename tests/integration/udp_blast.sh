@@ -6,7 +6,7 @@
 # lives in bench/, nothing here is timed.
 source "$(dirname "$0")/lib.sh"
 
-require_cmd cc gcc
+require_cmd cc build-essential
 BIN=$LOG_DIR/udp_blast
 check "udp_blast builds with -Wall -Wextra -Werror" \
 	cc -O2 -Wall -Wextra -Werror -o "$BIN" "$UROCE_SRC_DIR/bench/udp_blast.c"
