@@ -51,13 +51,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-
 #define BLAST_DGRAM  65000u /* payload of one GSO datagram, at most */
 #define BLAST_VLEN   16
 #define BLAST_DST    (64u << 20)
