@@ -37,6 +37,7 @@
 #define CC_PACE_US	 200u
 #define CC_PACE_MIN_PKTS 16u
 #define CC_PACE_LATE_NS	 1000000ull
+#define CC_PACE_GAIN	 125u /* percent */
 
 void uroce_cc_init(struct uroce_qp *qp)
 {
@@ -60,6 +61,8 @@ void uroce_cc_init(struct uroce_qp *qp)
 	qp->sk->loss_ai = e && atoi(e) > 0 ? (uint32_t)atoi(e) : CC_LOSS_AI;
 	e = getenv("UROCE_PACE_US");
 	qp->sk->pace_quantum_ns = (e && *e ? (uint64_t)atoi(e) : CC_PACE_US) * 1000;
+	e = getenv("UROCE_PACE_GAIN");
+	qp->sk->pace_gain = e && atoi(e) >= 100 ? (uint32_t)atoi(e) : CC_PACE_GAIN;
 	qp->sk->pace_ns = 0;
 	qp->sk->pace_wait = false;
 }
@@ -239,8 +242,9 @@ uint64_t uroce_cc_pace_gap(const struct uroce_qp *qp)
 
 	if (!sk || !sk->cc || !sk->peer_resp || !sk->pace_quantum_ns || !qp->req.srtt_ns || !w)
 		return 0;
-	/* at 5/4 of the window's rate, twice it in slow start */
-	return sk->slow_start ? qp->req.srtt_ns / (2 * w) : qp->req.srtt_ns * 4 / (5 * w);
+	/* at pace_gain/100 of the window's rate, twice it in slow start */
+	return sk->slow_start ? qp->req.srtt_ns / (2 * w)
+			      : qp->req.srtt_ns * 100 / (sk->pace_gain * w);
 }
 
 uint64_t uroce_cc_pace_burst(const struct uroce_qp *qp)
@@ -278,12 +282,14 @@ void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now)
 
 	if (!g)
 		return;
-	/* no credit for time idle; a wake-up that came late may catch up */
+	/* no credit for time idle; a wake-up that came late may catch up
+	 * (on at most CC_PACE_LATE_NS) until it has */
 	lo = sk->pace_wait ? now - (now < CC_PACE_LATE_NS ? now : CC_PACE_LATE_NS) : now;
 	if (sk->pace_ns < lo)
 		sk->pace_ns = lo;
 	sk->pace_ns += g * n;
-	sk->pace_wait = false;
+	if (sk->pace_ns >= now)
+		sk->pace_wait = false;
 }
 
 /* What the law did over the QP's life (UROCE_LOG=info). */

@@ -178,6 +178,7 @@ struct uroce_sack {
 	 * the burst that may go ahead of it (0: no pacing); pace_wait: held
 	 * back, so a late wake-up may catch up */
 	uint64_t pace_ns, pace_quantum_ns;
+	uint32_t pace_gain; /* the rate against the window's, percent */
 	bool pace_wait;
 	/* reordering (sack.c): the newest transmission a selective ACK
 	 * showed arrived (seq, send time, the highest PSN held), its round
