@@ -29,8 +29,6 @@
 /* Delay mode: how far a run of decreases may take the window (1/8)
  * while the queue stays before it is taken for someone else's. */
 #define CC_YIELD_MAX 8u
-/* How long a flow that left loss mode remembers the queue filler. */
-#define CC_FILLER_MEMORY_NS 2000000000ull
 /* Pacing: the burst that may go at once is CC_PACE_US of the window's
  * rate (UROCE_PACE_US; 0: no pacing), at least CC_PACE_MIN_PKTS packets;
  * the rate is the window per smoothed round trip times 5/4 (2 in slow
@@ -82,7 +80,6 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 {
 	struct uroce_sack *sk = qp->sk;
 	uint64_t target, now, prev, d;
-	bool recent;
 	double f;
 
 	if (!sk || !sk->cc)
@@ -99,7 +96,6 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 		if (sk->low_rtts >= CC_LOW_EXIT) {
 			sk->loss_mode = false;
 			sk->run_cwnd = 0;
-			sk->filler_ns = uroce_now_ns();
 		}
 		return;
 	}
@@ -117,12 +113,7 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 		sk->run_cwnd = sk->cwnd;
 		sk->run_rtt_ns = d;
 	}
-	/* a queue filler seen lately (loss mode left less than
-	 * CC_FILLER_MEMORY_NS ago: its queue drained for a moment, as a TCP
-	 * flow's does after its decrease): halving with the queue still
-	 * there is enough to go back to loss mode */
-	recent = sk->filler_ns && now - sk->filler_ns < CC_FILLER_MEMORY_NS;
-	if (sk->cwnd <= (2 * CC_MIN_PKTS) << 10 || (recent && sk->cwnd * 2 <= sk->run_cwnd) ||
+	if (sk->cwnd <= (2 * CC_MIN_PKTS) << 10 ||
 	    (sk->cwnd * CC_YIELD_MAX <= sk->run_cwnd && d * 8 >= sk->run_rtt_ns * 7)) {
 		/* the queue stays as long while our window shrank to an
 		 * eighth (or its smallest): it is someone else's, a flow that fills

@@ -174,7 +174,6 @@ struct uroce_sack {
 	uint32_t loss_beta, loss_ai; /* x1024, packets (tunable for the bench) */
 	uint32_t run_cwnd;	     /* the window before a run of delay decreases */
 	uint64_t run_rtt_ns;	     /* and the delay that started it */
-	uint64_t filler_ns;	     /* when loss mode was last left (cc.c) */
 	/* pacing (cc.c): when the next packet is due at the window's rate,
 	 * the burst that may go ahead of it (0: no pacing); pace_wait: held
 	 * back, so a late wake-up may catch up */
