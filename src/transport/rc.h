@@ -175,11 +175,9 @@ struct uroce_sack {
 	uint32_t run_cwnd;	     /* the window before a run of delay decreases */
 	uint64_t run_rtt_ns;	     /* and the delay that started it */
 	/* pacing (cc.c): when the next packet is due at the window's rate,
-	 * the burst that may go ahead of it (0: no pacing); pace_wait: held
-	 * back, so a late wake-up may catch up */
+	 * the burst that may go ahead of it (0: no pacing) */
 	uint64_t pace_ns, pace_quantum_ns;
 	uint32_t pace_gain; /* the rate against the window's, percent */
-	bool pace_wait;
 	/* reordering (sack.c): the newest transmission a selective ACK
 	 * showed arrived (seq, send time, the highest PSN held), its round
 	 * trip; the reordering window's steps (RACK); the first hole resent
