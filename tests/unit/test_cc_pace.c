@@ -9,6 +9,8 @@
  *     over the gain, not no time at all;
  *   - time spent idle gives no credit, nor a wake-up that came late
  *     (what it would catch up on would leave as one burst);
+ *   - paced only where bursts overflow a queue: in loss mode and for a
+ *     second after a loss with a long queue;
  *   - UROCE_PACE_US=0, UROCE_CC=0 and a peer without selective repeat
  *     are not paced;
  *   - a loss decrease found spurious is undone, once; a timeout or a delay
@@ -81,8 +83,16 @@ int main(void)
 	CHECK(uroce_cc_pace_gap(qp) == 2 * MS / 256, "slow start: twice the rate");
 	qp->sk->slow_start = false;
 
-	/* a burst, then held back */
+	/* only where bursts overflow a queue: in loss mode, or for a second
+	 * after a loss with a long queue */
 	t = 10 * MS;
+	CHECK(uroce_cc_pace_ok(qp, t), "held back before any loss");
+	uroce_cc_paced(qp, 1000, t);
+	CHECK(uroce_cc_pace_ok(qp, t), "held back before any loss, 1,000 packets sent");
+	qp->sk->pace_ns = 0;
+	qp->sk->loss_mode = true;
+
+	/* a burst, then held back */
 	burst = 0;
 	while (uroce_cc_pace_ok(qp, t) && burst < 1000) {
 		uroce_cc_paced(qp, 1, t);
@@ -148,6 +158,10 @@ int main(void)
 	qp->req.srtt_ns = 2 * MS;
 	CHECK(!uroce_cc_pace_gap(qp), "paced with UROCE_PACE_US=0");
 	unsetenv("UROCE_PACE_US");
+	free(qp->sk);
+	free(qp);
+	qp = new_qp(&ep);
+	qp->req.srtt_ns = 2 * MS;
 
 	/* the undo: a loss decrease with a long queue, found spurious */
 	uroce_cc_rtt(qp, 100 * US);
@@ -158,6 +172,11 @@ int main(void)
 	qp->req.psn = 1000;
 	CHECK(uroce_cc_loss(qp), "a loss with a long queue: no decrease");
 	CHECK((qp->sk->cwnd >> 10) < 200, "no decrease");
+	t = uroce_now_ns();
+	uroce_cc_paced(qp, 1000, t);
+	CHECK(!uroce_cc_pace_ok(qp, t), "not paced after a loss with a long queue");
+	CHECK(uroce_cc_pace_ok(qp, t + 2000 * MS), "still paced 2 s after the loss");
+	qp->req.wake_ns = 0;
 	uroce_cc_undo(qp);
 	CHECK((qp->sk->cwnd >> 10) == 200 && !qp->sk->recover_on && qp->sk->ccst.undos == 1,
 	      "undone to %u packets, not 200", qp->sk->cwnd >> 10);
