@@ -35,7 +35,6 @@
  * start), as Linux paces TCP. */
 #define CC_PACE_US	 200u
 #define CC_PACE_MIN_PKTS 16u
-#define CC_PACE_HOLD_NS	 1000000000ull
 #define CC_PACE_GAIN	 125u /* percent */
 
 void uroce_cc_init(struct uroce_qp *qp)
@@ -203,7 +202,6 @@ bool uroce_cc_loss(struct uroce_qp *qp)
 	if (sk->cwnd < CC_MIN_PKTS << 10)
 		sk->cwnd = CC_MIN_PKTS << 10;
 	sk->cc_next_ns = now + sk->last_rtt_ns;
-	sk->pace_until_ns = now + CC_PACE_HOLD_NS;
 	sk->ccst.dec_loss++;
 	return true;
 }
@@ -253,14 +251,15 @@ uint64_t uroce_cc_pace_burst(const struct uroce_qp *qp)
 	return g > qp->sk->pace_quantum_ns ? g : qp->sk->pace_quantum_ns;
 }
 
-/* Paced only where bursts overflow a queue: in loss mode (a queue
- * filler keeps the bottleneck full) and for CC_PACE_HOLD_NS after a loss
- * with a long queue.  Elsewhere - one host, an idle path - the bursts
- * cost nothing and the holds would (always on: loopback ib_write_bw 6%
- * slower, 10-45 thousand holds per 3 s). */
-static bool pace_on(const struct uroce_qp *qp, uint64_t now)
+/* Paced only where bursts overflow a queue: in loss mode, where a queue
+ * filler keeps the bottleneck full.  Elsewhere - one host, an idle path -
+ * the bursts cost nothing and the holds would (always on: loopback
+ * ib_write_bw about 6% slower, 10-45 thousand holds per 3 s; for a second
+ * after each loss with a long queue: 8% at load 5, where reordering and
+ * CPU delay make such losses on one host too). */
+static bool pace_on(const struct uroce_qp *qp)
 {
-	return uroce_cc_pace_gap(qp) && (qp->sk->loss_mode || now < qp->sk->pace_until_ns);
+	return qp->sk->loss_mode && uroce_cc_pace_gap(qp);
 }
 
 bool uroce_cc_pace_ok(struct uroce_qp *qp, uint64_t now)
@@ -268,7 +267,7 @@ bool uroce_cc_pace_ok(struct uroce_qp *qp, uint64_t now)
 	struct uroce_sack *sk = qp->sk;
 	uint64_t b, t;
 
-	if (!pace_on(qp, now))
+	if (!pace_on(qp))
 		return true;
 	b = uroce_cc_pace_burst(qp);
 	if (sk->pace_ns < now + b)
@@ -288,7 +287,7 @@ void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now)
 	struct uroce_sack *sk = qp->sk;
 	uint64_t g = uroce_cc_pace_gap(qp);
 
-	if (!pace_on(qp, now))
+	if (!pace_on(qp))
 		return;
 	/* no credit for time idle, nor for a wake-up that came late: what
 	 * it would catch up on leaves as one burst (tried: with up to 1 ms

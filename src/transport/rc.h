@@ -177,8 +177,7 @@ struct uroce_sack {
 	/* pacing (cc.c): when the next packet is due at the window's rate,
 	 * the burst that may go ahead of it (0: no pacing) */
 	uint64_t pace_ns, pace_quantum_ns;
-	uint64_t pace_until_ns; /* paced until then (and in loss mode) */
-	uint32_t pace_gain;	/* the rate against the window's, percent */
+	uint32_t pace_gain; /* the rate against the window's, percent */
 	/* reordering (sack.c): the newest transmission a selective ACK
 	 * showed arrived (seq, send time, the highest PSN held), its round
 	 * trip; the reordering window's steps (RACK); the first hole resent
@@ -262,9 +261,8 @@ void uroce_cc_timeout(struct uroce_qp *qp);
  * true if the window was decreased for it. */
 bool uroce_cc_loss(struct uroce_qp *qp);
 void uroce_cc_log(const struct uroce_qp *qp);
-/* Pacing at the window's rate (cc.c; in loss mode and for a second after
- * a loss with a long queue): may the QP send now?  If not, its wake-up
- * is armed for when it may (req.wake_ns). */
+/* Pacing at the window's rate (cc.c; in loss mode): may the QP send now?
+ * If not, its wake-up is armed for when it may (req.wake_ns). */
 bool uroce_cc_pace_ok(struct uroce_qp *qp, uint64_t now);
 /* n packets' worth (a READ request: its responses) left at now. */
 void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now);
