@@ -52,6 +52,8 @@ ip -n "$R" link set vr up
 tc -n "$S" qdisc add dev vs root tbf rate "$RATE" burst 32kb latency 2ms || die "tc tbf"
 
 tbf_drops() { tc -n "$S" -s qdisc show dev vs | awk '/dropped/ { sub(",", "", $7); print $7; exit }'; }
+# UDP datagrams the receivers' sockets dropped (full buffers), in R
+rcv_drops() { ip netns exec "$R" awk '/^Udp:/ && ++n == 2 { print $6 }' /proc/net/snmp; }
 
 # run_uroce LABEL COUNT ENV...: COUNT ib_write_bw flows at once (the
 # servers, then after a second the clients; SRV=1 / CLI=1: only those)
@@ -128,9 +130,10 @@ wait_all() {
 }
 
 one() { # LABEL DESCRIPTION KIND(uroce|tcp|mixed) COUNT ENV...
-	local label=$1 what=$2 kind=$3 n=$4 d0 d1 r s
+	local label=$1 what=$2 kind=$3 n=$4 d0 d1 r s q0 q1
 	shift 4
 	d0=$(tbf_drops)
+	q0=$(rcv_drops)
 	case $kind in
 	uroce) run_uroce "$label" "$n" "$@" ;;
 	tcp) run_tcp "$label" "$n" ;;
@@ -144,17 +147,18 @@ one() { # LABEL DESCRIPTION KIND(uroce|tcp|mixed) COUNT ENV...
 	esac
 	wait_all
 	d1=$(tbf_drops)
+	q1=$(rcv_drops)
 	r=$(resent "$label")
 	s=$(sent "$label")
 	if [[ $kind == mixed ]]; then
-		printf '%-34s uroce %s MB/s, TCP %s MB/s (link %s); tbf dropped %s, uroce resent %s of %s\n' \
+		printf '%-34s uroce %s MB/s, TCP %s MB/s (link %s); tbf dropped %s, receiver sockets %s, uroce resent %s of %s\n' \
 			"$what" "$(uroce_bw "$label" | head -1)" "$(tcp_bw "$label" | head -1)" "$LINK_MBPS" \
-			$((d1 - d0)) "$r" "$s"
+			$((d1 - d0)) $((q1 - q0)) "$r" "$s"
 	elif [[ $kind == tcp ]]; then
 		tcp_bw "$label" | report "$label" "$what" "; tbf dropped $((d1 - d0))"
 	else
 		uroce_bw "$label" | report "$label" "$what" \
-			"; tbf dropped $((d1 - d0)), resent $r of $s ($(awk -v r="$r" -v s="$s" 'BEGIN { printf "%.2f", s ? 100 * r / s : 0 }')%)"
+			"; tbf dropped $((d1 - d0)), receiver sockets $((q1 - q0)), resent $r of $s ($(awk -v r="$r" -v s="$s" 'BEGIN { printf "%.2f", s ? 100 * r / s : 0 }')%)"
 	fi
 }
 

@@ -57,6 +57,8 @@ static uint64_t run_timers(struct uroce_ctx *ctx)
 		d = qp->req.deadline_ns;
 		if (qp->req.rnr_until_ns && (!d || qp->req.rnr_until_ns < d))
 			d = qp->req.rnr_until_ns;
+		if (qp->req.wake_ns && (!d || qp->req.wake_ns < d))
+			d = qp->req.wake_ns;
 		pthread_mutex_unlock(&qp->lock);
 		if (d && (!next || d < next))
 			next = d;

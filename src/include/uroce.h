@@ -511,6 +511,7 @@ struct uroce_qp {
 		uint8_t probes;	       /* probes sent since the timeout started over */
 		unsigned int probe_rx; /* ep->rx_batches when the probe was armed */
 		uint64_t rnr_until_ns; /* RNR back-off: do not send before */
+		uint64_t wake_ns;      /* pacing or a reordering check due (sack.c, cc.c) */
 		bool need_retry;       /* went back to retry_psn; ignore gaps until una moves */
 		uint32_t retry_psn;
 		bool halted; /* sq.wqe[halt_at] failed: send nothing from it on */

@@ -29,6 +29,13 @@
 /* Delay mode: how far a run of decreases may take the window (1/8)
  * while the queue stays before it is taken for someone else's. */
 #define CC_YIELD_MAX 8u
+/* Pacing: the burst that may go at once is CC_PACE_US of the window's
+ * rate (UROCE_PACE_US; 0: no pacing), at least CC_PACE_MIN_PKTS packets;
+ * the rate is the window per smoothed round trip times 5/4 (2 in slow
+ * start), as Linux paces TCP. */
+#define CC_PACE_US	 200u
+#define CC_PACE_MIN_PKTS 16u
+#define CC_PACE_GAIN	 125u /* percent */
 
 void uroce_cc_init(struct uroce_qp *qp)
 {
@@ -50,6 +57,11 @@ void uroce_cc_init(struct uroce_qp *qp)
 	qp->sk->loss_beta = e && atoi(e) > 0 && atoi(e) < 1024 ? (uint32_t)atoi(e) : CC_LOSS_BETA;
 	e = getenv("UROCE_CC_LOSS_AI");
 	qp->sk->loss_ai = e && atoi(e) > 0 ? (uint32_t)atoi(e) : CC_LOSS_AI;
+	e = getenv("UROCE_PACE_US");
+	qp->sk->pace_quantum_ns = (e && *e ? (uint64_t)atoi(e) : CC_PACE_US) * 1000;
+	e = getenv("UROCE_PACE_GAIN");
+	qp->sk->pace_gain = e && atoi(e) >= 100 ? (uint32_t)atoi(e) : CC_PACE_GAIN;
+	qp->sk->pace_ns = 0;
 }
 
 /* A round trip sample (one per round trip, never of a resent packet).
@@ -117,6 +129,7 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 	if (f < 1.0 - CC_MAX_MDF)
 		f = 1.0 - CC_MAX_MDF;
 	sk->cwnd = (uint32_t)(sk->cwnd * f);
+	sk->undo_on = false;
 	if (sk->cwnd < CC_MIN_PKTS << 10)
 		sk->cwnd = CC_MIN_PKTS << 10;
 	sk->cc_next_ns = now + rtt_ns;
@@ -150,6 +163,7 @@ void uroce_cc_timeout(struct uroce_qp *qp)
 		return;
 	sk->cwnd /= 2;
 	sk->slow_start = false;
+	sk->undo_on = false;
 	sk->ccst.dec_timeout++;
 	if (sk->cwnd < CC_MIN_PKTS << 10)
 		sk->cwnd = CC_MIN_PKTS << 10;
@@ -163,30 +177,125 @@ void uroce_cc_timeout(struct uroce_qp *qp)
  * increase as ever), as TCP's does, until the queue is seen gone
  * (uroce_cc_rtt).  A loss with short queues (random loss, UROCE_FAULT)
  * changes nothing. */
-void uroce_cc_loss(struct uroce_qp *qp)
+bool uroce_cc_loss(struct uroce_qp *qp)
 {
 	struct uroce_sack *sk = qp->sk;
 	uint64_t now;
 
 	if (!sk || !sk->cc || !sk->base_rtt_ns)
-		return;
+		return false;
 	/* with short queues, random loss (in loss mode too: the queue
 	 * filler's losses come with a full queue) */
 	if (sk->last_rtt_ns <= sk->base_rtt_ns + sk->target_ns)
-		return;
+		return false;
 	sk->slow_start = false;
 	if (sk->recover_on && ur_psn_diff(qp->req.una_psn, sk->recover_psn) < 0)
-		return; /* the same episode */
+		return false; /* the same episode */
 	now = uroce_now_ns();
 	if (now < sk->cc_next_ns)
-		return;
+		return false;
 	sk->recover_on = true;
 	sk->recover_psn = qp->req.psn;
+	sk->undo_on = true;
+	sk->undo_cwnd = sk->cwnd;
 	sk->cwnd = (uint32_t)((uint64_t)sk->cwnd * sk->loss_beta / 1024);
 	if (sk->cwnd < CC_MIN_PKTS << 10)
 		sk->cwnd = CC_MIN_PKTS << 10;
 	sk->cc_next_ns = now + sk->last_rtt_ns;
 	sk->ccst.dec_loss++;
+	return true;
+}
+
+/* The loss that made the last decrease was not one (sack.c: the packet
+ * turned out to have arrived, reordered): the window it had, and the
+ * episode over (Eifel, TCP's undo). */
+void uroce_cc_undo(struct uroce_qp *qp)
+{
+	struct uroce_sack *sk = qp->sk;
+
+	if (!sk || !sk->cc || !sk->undo_on)
+		return;
+	sk->undo_on = false;
+	if (sk->undo_cwnd > sk->cwnd)
+		sk->cwnd = sk->undo_cwnd;
+	sk->recover_on = false;
+	sk->cc_next_ns = 0;
+	sk->ccst.undos++;
+}
+
+/* Pacing: the window spread over the round trip it takes, not sent in
+ * the bursts that acknowledgements open (an ACK for a receive batch
+ * opens dozens of packets at once, and through a drop-tail queue that a
+ * TCP flow keeps full those bursts were dropped 8 times as often as
+ * TCP's segments).  Earliest-departure time: pace_ns is when the next
+ * packet is due; a packet may go while that is less than a burst ahead.
+ * The burst (CC_PACE_US of the rate) keeps it coarse enough for a timer
+ * and for segmentation offload: on a short path (one host, a few tens of
+ * microseconds) the window, not the pacer, is what limits. */
+uint64_t uroce_cc_pace_gap(const struct uroce_qp *qp)
+{
+	const struct uroce_sack *sk = qp->sk;
+	uint64_t w = rc_cwnd(qp);
+
+	if (!sk || !sk->cc || !sk->peer_resp || !sk->pace_quantum_ns || !qp->req.srtt_ns || !w)
+		return 0;
+	/* at pace_gain/100 of the window's rate, twice it in slow start */
+	return sk->slow_start ? qp->req.srtt_ns / (2 * w)
+			      : qp->req.srtt_ns * 100 / (sk->pace_gain * w);
+}
+
+uint64_t uroce_cc_pace_burst(const struct uroce_qp *qp)
+{
+	uint64_t g = uroce_cc_pace_gap(qp) * CC_PACE_MIN_PKTS;
+
+	return g > qp->sk->pace_quantum_ns ? g : qp->sk->pace_quantum_ns;
+}
+
+/* Paced only where bursts overflow a queue: in loss mode, where a queue
+ * filler keeps the bottleneck full.  Elsewhere - one host, an idle path -
+ * the bursts cost nothing and the holds would (always on: loopback
+ * ib_write_bw about 6% slower, 10-45 thousand holds per 3 s; for a second
+ * after each loss with a long queue: 8% at load 5, where reordering and
+ * CPU delay make such losses on one host too). */
+static bool pace_on(const struct uroce_qp *qp)
+{
+	return qp->sk->loss_mode && uroce_cc_pace_gap(qp);
+}
+
+bool uroce_cc_pace_ok(struct uroce_qp *qp, uint64_t now)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint64_t b, t;
+
+	if (!pace_on(qp))
+		return true;
+	b = uroce_cc_pace_burst(qp);
+	if (sk->pace_ns < now + b)
+		return true;
+	t = sk->pace_ns - b + 1;
+	sk->ccst.paced++;
+	if (!qp->req.wake_ns || t < qp->req.wake_ns) {
+		qp->req.wake_ns = t;
+		if (qp->ctx)
+			uroce_progress_arm(qp->ctx, t);
+	}
+	return false;
+}
+
+void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint64_t g = uroce_cc_pace_gap(qp);
+
+	if (!pace_on(qp))
+		return;
+	/* no credit for time idle, nor for a wake-up that came late: what
+	 * it would catch up on leaves as one burst (tried: with up to 1 ms
+	 * caught up, bursts of 60 packets again, and two reps in three of
+	 * one uroce flow next to TCP stalled in probes, 7.5-22 MB/s) */
+	if (sk->pace_ns < now)
+		sk->pace_ns = now;
+	sk->pace_ns += g * n;
 }
 
 /* What the law did over the QP's life (UROCE_LOG=info). */
@@ -197,11 +306,14 @@ void uroce_cc_log(const struct uroce_qp *qp)
 	if (!sk->cc || !sk->ccst.samples)
 		return;
 	ur_info("qp %u cc: %llu round trips, mean window %.1f packets, base rtt %llu us, "
-		"decreases: %llu delay, %llu loss, %llu timeout; loss mode entered %llu times%s",
+		"decreases: %llu delay, %llu loss (%llu undone), %llu timeout; loss mode entered "
+		"%llu times%s; paced %llu times, reordering window %llu us",
 		qp->ibqp.qp_base.qp_num, (unsigned long long)sk->ccst.samples,
 		(double)sk->ccst.cwnd_sum / (double)sk->ccst.samples,
 		(unsigned long long)(sk->base_rtt_ns / 1000),
 		(unsigned long long)sk->ccst.dec_delay, (unsigned long long)sk->ccst.dec_loss,
-		(unsigned long long)sk->ccst.dec_timeout, (unsigned long long)sk->ccst.loss_entries,
-		sk->loss_mode ? " (in it)" : "");
+		(unsigned long long)sk->ccst.undos, (unsigned long long)sk->ccst.dec_timeout,
+		(unsigned long long)sk->ccst.loss_entries, sk->loss_mode ? " (in it)" : "",
+		(unsigned long long)sk->ccst.paced,
+		(unsigned long long)(uroce_sack_reo_wnd(qp) / 1000));
 }

@@ -134,6 +134,7 @@ struct uroce_sack_tx {
 	uint32_t psn; /* the request packet last sent at this slot */
 	uint32_t seq; /* its transmission number (uroce_sack.seq) */
 	bool valid, sacked;
+	uint64_t ts; /* when (RACK: reordering or loss, sack.c) */
 };
 
 struct uroce_sack {
@@ -173,9 +174,24 @@ struct uroce_sack {
 	uint32_t loss_beta, loss_ai; /* x1024, packets (tunable for the bench) */
 	uint32_t run_cwnd;	     /* the window before a run of delay decreases */
 	uint64_t run_rtt_ns;	     /* and the delay that started it */
+	/* pacing (cc.c): when the next packet is due at the window's rate,
+	 * the burst that may go ahead of it (0: no pacing) */
+	uint64_t pace_ns, pace_quantum_ns;
+	uint32_t pace_gain; /* the rate against the window's, percent */
+	/* reordering (sack.c): the newest transmission a selective ACK
+	 * showed arrived (seq, send time, the highest PSN held), its round
+	 * trip; the reordering window's steps (RACK); the first hole resent
+	 * of an episode, to tell a spurious resend; the window before the
+	 * last loss decrease, to undo it then */
+	uint32_t rack_seq, rack_hi, reo_steps;
+	uint64_t rack_ts, rack_rtt_ns;
+	bool rack_on, sp_on, undo_on;
+	uint32_t sp_psn, undo_cwnd;
+	uint64_t sp_ns, reo_mark;
 	/* what the law did, logged at info level when the QP goes (cc.c) */
 	struct {
 		uint64_t samples, cwnd_sum, dec_delay, dec_loss, dec_timeout, loss_entries;
+		uint64_t paced, undos;
 	} ccst;
 	/* requester: READ responses placed ahead of una (comp.c), how many
 	 * (not in the network: rc_pipe), the highest of them; rd_done: a
@@ -241,9 +257,20 @@ void uroce_cc_init(struct uroce_qp *qp);
 void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns);
 void uroce_cc_acked(struct uroce_qp *qp, uint32_t n);
 void uroce_cc_timeout(struct uroce_qp *qp);
-/* A loss the requester saw (a hole a selective ACK shows, a probe). */
-void uroce_cc_loss(struct uroce_qp *qp);
+/* A loss the requester saw (a hole a selective ACK shows, a probe):
+ * true if the window was decreased for it. */
+bool uroce_cc_loss(struct uroce_qp *qp);
 void uroce_cc_log(const struct uroce_qp *qp);
+/* Pacing at the window's rate (cc.c; in loss mode): may the QP send now?
+ * If not, its wake-up is armed for when it may (req.wake_ns). */
+bool uroce_cc_pace_ok(struct uroce_qp *qp, uint64_t now);
+/* n packets' worth (a READ request: its responses) left at now. */
+void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now);
+/* The time between packets at the window's rate, and the burst allowed. */
+uint64_t uroce_cc_pace_gap(const struct uroce_qp *qp);
+uint64_t uroce_cc_pace_burst(const struct uroce_qp *qp);
+/* The last loss decrease was for a packet that had arrived: undo it. */
+void uroce_cc_undo(struct uroce_qp *qp);
 
 /* At RTR: offer selective repeat if this QP may (RC, native mode,
  * UROCE_SACK=1).  0 or -ENOMEM. */
@@ -310,6 +337,11 @@ void uroce_sack_timeout(struct uroce_qp *qp);
 bool uroce_sack_read_lost(struct uroce_qp *qp, const struct uroce_swqe *w, uint32_t psn);
 /* Requester: its state, in the debug log (retries exhausted). */
 void uroce_sack_dump(struct uroce_qp *qp);
+/* Requester: a reordering check falls due (req.wake_ns): resend the holes
+ * that have waited out the reordering window. */
+void uroce_sack_rack(struct uroce_qp *qp, uint64_t now);
+/* Requester: the reordering window now (RACK). */
+uint64_t uroce_sack_reo_wnd(const struct uroce_qp *qp);
 /* Requester: send the request packet at psn again, as it was (req.c). */
 bool uroce_req_resend(struct uroce_qp *qp, uint32_t psn);
 /* The SQ index of the sent WQE psn belongs to (comp.c). */

@@ -560,6 +560,9 @@ static enum req_result req_step(struct uroce_qp *qp)
 		return REQ_BLOCKED;
 	if (w->opcode == IBV_WR_BIND_MW || w->opcode == IBV_WR_LOCAL_INV)
 		return exec_local(qp, w);
+	/* no faster than the window's rate (cc.c): a wake-up sends on */
+	if (qp->sk && !uroce_cc_pace_ok(qp, uroce_now_ns()))
+		return REQ_BLOCKED;
 	if (w->opcode == IBV_WR_RDMA_READ)
 		return send_read(qp, w);
 	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
@@ -666,6 +669,13 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 	if (qp->req.rnr_until_ns && now >= qp->req.rnr_until_ns) {
 		uroce_req_progress(qp);
 		return;
+	}
+	if (qp->req.wake_ns && now >= qp->req.wake_ns) {
+		/* paced, or holes waiting out the reordering window (sack.c) */
+		qp->req.wake_ns = 0;
+		if (qp->sk)
+			uroce_sack_rack(qp, now);
+		uroce_req_progress(qp);
 	}
 	if (!qp->req.deadline_ns || now < qp->req.deadline_ns)
 		return;

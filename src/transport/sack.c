@@ -29,6 +29,16 @@ static _Atomic unsigned long held_bytes;
  * asked for (tlp_arm). */
 #define SACK_TLP_MIN_NS 1000000ull
 
+/* RACK (RFC 8985): a hole counts as lost once something sent at least the
+ * reordering window after it has arrived; the window is a quarter of the
+ * smallest round trip, at least SACK_REO_MIN_NS, times the steps that
+ * resends found spurious added (up to SACK_REO_STEPS_MAX, and never more
+ * than the smoothed round trip); a step goes again every
+ * SACK_REO_DECAY round trips. */
+#define SACK_REO_MIN_NS	   50000ull
+#define SACK_REO_STEPS_MAX 16u
+#define SACK_REO_DECAY	   1024u
+
 int uroce_sack_init(struct uroce_qp *qp)
 {
 	const char *e = getenv("UROCE_SACK");
@@ -120,10 +130,21 @@ void uroce_sack_free(struct uroce_qp *qp)
 void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	struct uroce_sack_tx *t;
+	uint64_t now;
 
 	pkt->bth[4] |= UR_BTH4_SACK;
 	if (!(pkt->mask & URM_REQ))
 		return;
+	now = uroce_now_ns();
+	/* the pacer's account (cc.c): a packet, a READ request its
+	 * responses; not the PSNs a pull record stands for (pull_pkt_xmit:
+	 * nothing in the network) */
+	if (pkt->len)
+		uroce_cc_paced(qp,
+			       (pkt->opcode & 0x1f) == UR_OPC_READ_REQ
+				   ? (ur_reth_len(pkt) + qp->mtu - 1) / qp->mtu + !ur_reth_len(pkt)
+				   : 1,
+			       now);
 	pkt->bth[4] |= (uint8_t)(((qp->sack_epoch >> 7) << 1) & UR_BTH4_EPOCH);
 	pkt->bth[8] |= (uint8_t)(qp->sack_epoch & UR_BTH8_EPOCH);
 	t = &qp->sk->tx[pkt->psn % UR_SACK_WIN];
@@ -131,6 +152,7 @@ void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		qp->sk->nsacked--; /* sent again: in the network once more */
 	t->psn = pkt->psn;
 	t->seq = ++qp->sk->seq;
+	t->ts = now;
 	t->valid = true;
 	t->sacked = false;
 }
@@ -225,11 +247,33 @@ void uroce_sack_forget(struct uroce_qp *qp)
 	for (uint32_t i = 0; i < UR_SACK_WIN; i++)
 		qp->sk->tx[i].sacked = false;
 	qp->sk->nsacked = 0;
+	qp->sk->rack_on = false;
+	qp->sk->sp_on = false;
+}
+
+/* The first hole resent in an episode has arrived: sooner than half the
+ * smallest round trip after its resend, it was not the resend that
+ * arrived but the packet itself, reordered past later ones (Eifel's idea,
+ * by time): the decrease is undone and the reordering window widened. */
+static void spurious_check(struct uroce_qp *qp, uint64_t now)
+{
+	struct uroce_sack *sk = qp->sk;
+
+	sk->sp_on = false;
+	if (!sk->base_rtt_ns || now - sk->sp_ns >= sk->base_rtt_ns / 2)
+		return;
+	if (sk->reo_steps < SACK_REO_STEPS_MAX)
+		sk->reo_steps++;
+	sk->reo_mark = sk->ccst.samples;
+	uroce_cc_undo(qp);
 }
 
 void uroce_sack_acked(struct uroce_qp *qp, uint32_t old)
 {
 	struct uroce_sack *sk = qp->sk;
+
+	if (sk->sp_on && ur_psn_diff(sk->sp_psn, qp->req.una_psn) < 0)
+		spurious_check(qp, uroce_now_ns());
 
 	for (uint32_t p = old; sk->nsacked && ur_psn_diff(p, qp->req.una_psn) < 0;
 	     p = (p + 1) & UR_PSN_MASK) {
@@ -277,10 +321,68 @@ static void resend(struct uroce_qp *qp, uint32_t psn)
 	}
 }
 
+uint64_t uroce_sack_reo_wnd(const struct uroce_qp *qp)
+{
+	const struct uroce_sack *sk = qp->sk;
+	uint64_t w = sk->base_rtt_ns / 4;
+
+	if (w < SACK_REO_MIN_NS)
+		w = SACK_REO_MIN_NS;
+	w *= 1 + sk->reo_steps;
+	if (qp->req.srtt_ns && w > qp->req.srtt_ns && sk->reo_steps)
+		w = qp->req.srtt_ns > SACK_REO_MIN_NS ? qp->req.srtt_ns : SACK_REO_MIN_NS;
+	return w;
+}
+
+/* The holes before the newest transmission seen arrived (rack_seq): lost
+ * once sent a reordering window before it, resent once per transmission
+ * (a slot then carries a newer one); the others are looked at again when
+ * their window is over (req.wake_ns), unless a selective ACK comes first. */
+void uroce_sack_rack(struct uroce_qp *qp, uint64_t now)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint64_t reo, due = 0;
+	uint32_t una = qp->req.una_psn;
+
+	if (!sk || !sk->rack_on || !rc_sack_req(qp))
+		return;
+	if (sk->reo_steps && sk->ccst.samples - sk->reo_mark >= SACK_REO_DECAY) {
+		sk->reo_steps--;
+		sk->reo_mark = sk->ccst.samples;
+	}
+	reo = uroce_sack_reo_wnd(qp);
+	for (uint32_t p = una; ur_psn_diff(p, sk->rack_hi) < 0; p = (p + 1) & UR_PSN_MASK) {
+		struct uroce_sack_tx *t = tx_slot(qp, p);
+		uint64_t at;
+
+		if (!t || t->sacked || (int32_t)(sk->rack_seq - t->seq) <= 0)
+			continue;
+		/* when it should have arrived, had it been only reordered:
+		 * as late after the newest arrival's as it was sent before */
+		at = t->ts + sk->rack_rtt_ns + reo;
+		if (sk->rack_ts - t->ts >= reo || now >= at) {
+			if (uroce_cc_loss(qp) && !sk->sp_on) {
+				sk->sp_on = true;
+				sk->sp_psn = p;
+				sk->sp_ns = now;
+			}
+			resend(qp, p);
+		} else if (!due || at < due) {
+			due = at;
+		}
+	}
+	if (due && (!qp->req.wake_ns || due < qp->req.wake_ns)) {
+		qp->req.wake_ns = due;
+		if (qp->ctx)
+			uroce_progress_arm(qp->ctx, due);
+	}
+}
+
 void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 {
 	struct uroce_sack *sk = qp->sk;
 	uint32_t base, una = qp->req.una_psn, newest = 0, hi = una;
+	uint64_t now = uroce_now_ns(), newest_ts = 0;
 	const uint8_t *map;
 	bool any = false;
 	uint8_t no;
@@ -319,29 +421,32 @@ void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 		if (!t->sacked)
 			sk->nsacked++;
 		t->sacked = true;
+		if (sk->sp_on && p == sk->sp_psn)
+			spurious_check(qp, now);
 		if (d > 0) {
-			if (!any || (int32_t)(t->seq - newest) > 0)
+			if (!any || (int32_t)(t->seq - newest) > 0) {
 				newest = t->seq;
+				newest_ts = t->ts;
+			}
 			any = true;
 			hi = p;
 		}
 	}
+	if (sk->sp_on && ur_psn_diff(sk->sp_psn, base) < 0)
+		spurious_check(qp, now);
 	if (!any)
 		return;
-	/* A hole sent before something that arrived is lost (or reordered
-	 * past it: a resent duplicate is harmless): resend it, once per
-	 * transmission - its slot then carries a newer one. */
-	for (uint32_t p = base; ur_psn_diff(p, hi) < 0; p = (p + 1) & UR_PSN_MASK) {
-		struct uroce_sack_tx *t;
-
-		if (ur_psn_diff(p, una) < 0)
-			continue;
-		t = tx_slot(qp, p);
-		if (t && !t->sacked && (int32_t)(newest - t->seq) > 0) {
-			uroce_cc_loss(qp);
-			resend(qp, p);
-		}
+	/* A hole sent before something that arrived is lost - or reordered
+	 * past it (two threads sending, several receive queues): it is given
+	 * the reordering window first (uroce_sack_rack) */
+	if (!sk->rack_on || (int32_t)(newest - sk->rack_seq) >= 0) {
+		sk->rack_seq = newest;
+		sk->rack_ts = newest_ts;
+		sk->rack_rtt_ns = now - newest_ts;
 	}
+	sk->rack_on = true;
+	sk->rack_hi = hi;
+	uroce_sack_rack(qp, now);
 }
 
 void uroce_sack_timeout(struct uroce_qp *qp)
@@ -378,6 +483,7 @@ void uroce_sack_probe(struct uroce_qp *qp)
 
 	uroce_qp_count(qp, retries, 1);
 	uroce_cc_loss(qp);
+	uroce_sack_rack(qp, uroce_now_ns()); /* holes past their window */
 	do {
 		p = (p - 1) & UR_PSN_MASK;
 	} while (!tx_slot(qp, p) && ur_psn_diff(p, una) > 0);
