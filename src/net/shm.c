@@ -55,6 +55,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1004,6 +1005,72 @@ int uroce_shm_wait(struct uroce_ep *ep, bool on)
 	fd = rings_sleep(s, SHM_SLEEP_APP, true) ? -2 : s->bell;
 	pthread_mutex_unlock(&ep->rx_lock);
 	return fd;
+}
+
+/* An application thread whose CQs stay empty (src/verbs/cq.c).  A spinning
+ * poller that gives the CPU away with sched_yield competes with whatever
+ * else runs there at equal weight: under a CPU hog a yield costs a whole
+ * scheduler slice (ib_send_lat under a spinning hog on both cores: 618 us
+ * typical, kernel TCP 43 us - its receiver sleeps and the sender's wake-up
+ * preempts the hog).  So once a wait has gone on for a while it sleeps in
+ * the kernel instead, on the doorbell of every ring (the SHM_SLEEP_APP bit:
+ * the next record's sender rings it) and on the UDP sockets, for at most
+ * SHM_IDLE_SLEEP_NS: ibv_poll_cq stays bounded and short, and the progress
+ * thread still takes the application for a poller (UROCE_APP_POLL_GAP_NS).
+ * Not in a thread that polls the CQs of other contexts too: their packets
+ * would not wake it.  False: nothing slept (no same-host link, a ring holds
+ * packets, another thread drains), the caller yields. */
+#define SHM_IDLE_SLEEP_NS 100000ull
+#define SHM_IDLE_OTHER_NS 10000000ull
+
+static int idle_mode(void)
+{
+	static int mode = -1;
+
+	if (mode < 0) {
+		const char *v = getenv("UROCE_SHM_IDLE");
+
+		mode = v && *v ? atoi(v) : 1;
+	}
+	return mode;
+}
+
+bool uroce_shm_idle(struct uroce_ctx *ctx)
+{
+	static __thread const struct uroce_ctx *seen; /* compared, never used */
+	static __thread uint64_t other_ns;
+	struct pollfd pfd[2 * sizeof(ctx->ep) / sizeof(ctx->ep[0])];
+	struct timespec ts = {.tv_nsec = (long)SHM_IDLE_SLEEP_NS};
+	int nep = atomic_load(&ctx->nep), npfd = 0, bell, i;
+	uint64_t now = uroce_now_ns();
+	bool links = false;
+
+	if (!idle_mode())
+		return false;
+	if (seen && seen != ctx)
+		other_ns = now;
+	seen = ctx;
+	if (now - other_ns < SHM_IDLE_OTHER_NS)
+		return false;
+	for (i = 0; i < nep; i++)
+		links |= !!__atomic_load_n(&ctx->ep[i]->shm, __ATOMIC_RELAXED) &&
+			 !!__atomic_load_n(&ctx->ep[i]->shm->rx, __ATOMIC_RELAXED);
+	if (!links)
+		return false;
+	for (i = 0; i < nep; i++) {
+		if ((bell = uroce_shm_wait(ctx->ep[i], true)) == -2)
+			break;
+		pfd[npfd++] = (struct pollfd){.fd = ctx->ep[i]->fd, .events = POLLIN};
+		if (bell >= 0)
+			pfd[npfd++] = (struct pollfd){.fd = bell, .events = POLLIN};
+	}
+	if (i == nep) {
+		uroce_count(ctx, shm_idle_sleeps, 1);
+		ppoll(pfd, (nfds_t)npfd, &ts, NULL);
+	}
+	for (int j = 0; j < i + (i < nep); j++)
+		uroce_shm_wait(ctx->ep[j], false);
+	return i == nep;
 }
 
 void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len)
