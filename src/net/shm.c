@@ -1012,16 +1012,36 @@ int uroce_shm_wait(struct uroce_ep *ep, bool on)
  * else runs there at equal weight: under a CPU hog a yield costs a whole
  * scheduler slice (ib_send_lat under a spinning hog on both cores: 618 us
  * typical, kernel TCP 43 us - its receiver sleeps and the sender's wake-up
- * preempts the hog).  So once a wait has gone on for a while it sleeps in
- * the kernel instead, on the doorbell of every ring (the SHM_SLEEP_APP bit:
- * the next record's sender rings it) and on the UDP sockets, for at most
- * SHM_IDLE_SLEEP_NS: ibv_poll_cq stays bounded and short, and the progress
- * thread still takes the application for a poller (UROCE_APP_POLL_GAP_NS).
+ * preempts the hog).  So a thread whose yields are taken by such a
+ * neighbour sleeps in the kernel instead, on the doorbell of every ring (the
+ * SHM_SLEEP_APP bit: the next record's sender rings it) and on the UDP
+ * sockets, for at most SHM_IDLE_SLEEP_NS: ibv_poll_cq stays bounded and
+ * short, and the progress thread still takes the application for a poller
+ * (UROCE_APP_POLL_GAP_NS).
+ *
+ * Only then: a yield that returns at once costs nothing and keeps the quiet
+ * machine's latency, and a yield that runs a peer sharing our CPU (a few
+ * microseconds: it answers and yields back, cq.c's co-located mode) is the
+ * fastest hand-over there is - sleeping instead cost 38 us per one-way
+ * ib_send_lat with both processes pinned to one CPU, against 6.7 us.  A
+ * yield that kept us off the CPU for over SHM_IDLE_HOG_NS ran something that
+ * does not yield back: from then on the thread sleeps, and yields once
+ * every SHM_IDLE_PROBE_NS to see whether the neighbour has gone.
+ *
  * Not in a thread that polls the CQs of other contexts too: their packets
- * would not wake it.  False: nothing slept (no same-host link, a ring holds
- * packets, another thread drains), the caller yields. */
+ * would not wake it.  False: nothing slept (no same-host link, no neighbour
+ * seen, a probe, a ring holds packets, another thread drains): the caller
+ * yields, and tells uroce_shm_yielded how long that took. */
 #define SHM_IDLE_SLEEP_NS 100000ull
 #define SHM_IDLE_OTHER_NS 10000000ull
+#define SHM_IDLE_HOG_NS	  250000ull
+#define SHM_IDLE_PROBE_NS 100000000ull
+
+static __thread struct {
+	uint64_t hog_ns; /* when a yield last ran a neighbour that kept the CPU (0: none) */
+	uint64_t probe_ns;
+	bool probing; /* this yield is a probe */
+} idle;
 
 static int idle_mode(void)
 {
@@ -1030,9 +1050,18 @@ static int idle_mode(void)
 	if (mode < 0) {
 		const char *v = getenv("UROCE_SHM_IDLE");
 
-		mode = v && *v ? atoi(v) : 1;
+		mode = v && *v ? atoi(v) : 2;
 	}
 	return mode;
+}
+
+void uroce_shm_yielded(uint64_t ns)
+{
+	if (ns > SHM_IDLE_HOG_NS)
+		idle.hog_ns = uroce_now_ns();
+	else if (idle.probing)
+		idle.hog_ns = 0; /* the probe came back soon: gone */
+	idle.probing = false;
 }
 
 bool uroce_shm_idle(struct uroce_ctx *ctx)
@@ -1047,6 +1076,15 @@ bool uroce_shm_idle(struct uroce_ctx *ctx)
 
 	if (!idle_mode())
 		return false;
+	if (idle_mode() == 2) {
+		if (!idle.hog_ns)
+			return false;
+		if (now - idle.probe_ns > SHM_IDLE_PROBE_NS) {
+			idle.probe_ns = now;
+			idle.probing = true;
+			return false;
+		}
+	}
 	if (seen && seen != ctx)
 		other_ns = now;
 	seen = ctx;

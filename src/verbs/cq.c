@@ -425,6 +425,7 @@ void uroce_cq_drive(struct uroce_cq *cq)
 			uint64_t t = uroce_now_ns();
 
 			sched_yield();
+			uroce_shm_yielded(uroce_now_ns() - t);
 			if (uroce_now_ns() - t > UROCE_YIELD_RAN_NS) {
 				wait.yielded = true;
 			} else if (wait.yield_ns < UROCE_POLL_YIELD_NS) {

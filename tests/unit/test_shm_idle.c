@@ -8,9 +8,11 @@
  *    and then sleeps on the doorbell.  Either the raise saw the record
  *    (do not sleep) or the sender saw the bit and rang: a sleep that only
  *    ends by its (generous) timeout is a lost wake-up;
- *  - end to end: a thread that polls only B's CQ, while A sends with pauses
- *    long enough for it to fall asleep, gets every message, in order, and
- *    did sleep (shm_idle_sleeps).
+ *  - end to end: a thread that polls only B's CQ, sharing its CPU with a
+ *    spinning thread (a hog: its yields give the hog a whole slice, so it
+ *    learns to sleep instead), while A sends with pauses long enough for it
+ *    to fall asleep, gets every message, in order, and did sleep
+ *    (shm_idle_sleeps).
  */
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -135,7 +137,28 @@ struct receiver {
 	struct pair *p;
 	int got, out_of_order;
 	bool failed;
+	atomic_bool stop_hog;
 };
+
+static void pin_cpu0(void)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+/* A neighbour that never yields, on the receiver's CPU. */
+static void *hog(void *arg)
+{
+	struct receiver *rv = arg;
+
+	pin_cpu0();
+	while (!atomic_load_explicit(&rv->stop_hog, memory_order_relaxed))
+		;
+	return NULL;
+}
 
 /* B's thread: polls only B's CQ (so it may sleep there). */
 static void *receive_all(void *arg)
@@ -145,6 +168,7 @@ static void *receive_all(void *arg)
 	uint64_t end = now_ms() + 60000;
 	int posted = 0;
 
+	pin_cpu0();
 	while (posted < 32 &&
 	       !post_recv(p->qb, &p->b, 65536 + (uint32_t)(posted % 32) * 256, MSG_BYTES))
 		posted++;
@@ -172,7 +196,7 @@ static void test_sleeping_poller(void)
 {
 	struct receiver rv = {0};
 	uint64_t sleeps0;
-	pthread_t th;
+	pthread_t th, hth;
 	struct pair p;
 	bool ok = true;
 
@@ -180,6 +204,7 @@ static void test_sleeping_poller(void)
 	CHECK(warm_up(&p), "links set up");
 	sleeps0 = CNT(&p.b, shm_idle_sleeps);
 	rv.p = &p;
+	CHECK(!pthread_create(&hth, NULL, hog, &rv), "hog thread");
 	CHECK(!pthread_create(&th, NULL, receive_all, &rv), "receiver thread");
 	usleep(20000); /* its receives are posted */
 	for (int i = 0; i < MESSAGES && ok; i++) {
@@ -190,11 +215,14 @@ static void test_sleeping_poller(void)
 		usleep((useconds_t)(i % 4 ? 50 : 400));
 	}
 	pthread_join(th, NULL);
+	atomic_store(&rv.stop_hog, true);
+	pthread_join(hth, NULL);
 	printf("  %d messages, %lu sleeps of the receiving poller\n", rv.got,
 	       (unsigned long)(CNT(&p.b, shm_idle_sleeps) - sleeps0));
 	CHECK(ok && !rv.failed && rv.got == MESSAGES, "every message received: %d", rv.got);
 	CHECK(rv.out_of_order == 0, "in order, with its payload: %d wrong", rv.out_of_order);
-	CHECK(CNT(&p.b, shm_idle_sleeps) > sleeps0, "the poller slept on the doorbell");
+	CHECK(CNT(&p.b, shm_idle_sleeps) > sleeps0,
+	      "the poller, its yields taken by the hog, slept on the doorbell");
 	CHECK(CNT(&p.b, shm_rx) > 0, "through shared memory");
 	pair_close(&p);
 }
