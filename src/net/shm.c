@@ -1064,6 +1064,35 @@ void uroce_shm_yielded(uint64_t ns)
 	idle.probing = false;
 }
 
+/* Have this thread's yields been taken by a hog (and is this not the time
+ * for a probe)? */
+static bool idle_hogged(uint64_t now)
+{
+	if (!idle.hog_ns)
+		return false;
+	if (now - idle.probe_ns > SHM_IDLE_PROBE_NS) {
+		idle.probe_ns = now;
+		idle.probing = true;
+		return false;
+	}
+	return true;
+}
+
+bool uroce_shm_spin_stop(struct uroce_ctx *ctx)
+{
+	int nep = atomic_load(&ctx->nep);
+
+	if (idle_mode() != 2)
+		return false;
+	for (int i = 0; i < nep; i++) {
+		struct uroce_shm *s = __atomic_load_n(&ctx->ep[i]->shm, __ATOMIC_RELAXED);
+
+		if (s && __atomic_load_n(&s->rx, __ATOMIC_RELAXED))
+			return idle_hogged(uroce_now_ns());
+	}
+	return false;
+}
+
 bool uroce_shm_idle(struct uroce_ctx *ctx)
 {
 	static __thread const struct uroce_ctx *seen; /* compared, never used */
@@ -1076,15 +1105,8 @@ bool uroce_shm_idle(struct uroce_ctx *ctx)
 
 	if (!idle_mode())
 		return false;
-	if (idle_mode() == 2) {
-		if (!idle.hog_ns)
-			return false;
-		if (now - idle.probe_ns > SHM_IDLE_PROBE_NS) {
-			idle.probe_ns = now;
-			idle.probing = true;
-			return false;
-		}
-	}
+	if (idle_mode() == 2 && !idle_hogged(now))
+		return false;
 	if (seen && seen != ctx)
 		other_ns = now;
 	seen = ctx;

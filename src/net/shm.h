@@ -83,6 +83,10 @@ bool uroce_shm_idle(struct uroce_ctx *ctx);
 /* ... and it yielded instead, for ns: how it learns that yields are taken
  * by a neighbour that keeps the CPU. */
 void uroce_shm_yielded(uint64_t ns);
+/* The progress thread's spin, about to yield: stop spinning instead (and
+ * sleep in epoll_wait, where the doorbell wakes it) when ctx has same-host
+ * links and this thread's yields have been taken by a hog. */
+bool uroce_shm_spin_stop(struct uroce_ctx *ctx);
 
 /* The abstract Unix address of the endpoint on UDP port port; its length. */
 struct sockaddr_un;
