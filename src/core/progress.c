@@ -278,7 +278,10 @@ static void spin(struct uroce_ctx *ctx, struct spin_learn *l)
 		} else if (now - last > limit) {
 			return;
 		} else if (now - last > UROCE_SPIN_YIELD_NS) {
+			if (uroce_shm_spin_stop(ctx))
+				return; /* a hog takes our yields (src/net/shm.c) */
 			sched_yield();
+			uroce_shm_yielded(uroce_now_ns() - now);
 			if (uroce_now_ns() - now > UROCE_SPIN_RAN_NS)
 				ran = true;
 		}

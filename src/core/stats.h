@@ -83,7 +83,9 @@
 	  "messages copied once, straight from the peer's memory (same host, process_vm_readv)")   \
 	X(shm_pull_bytes, "shm_pull_bytes", "bytes copied that way")                               \
 	X(shm_pull_fail, "shm_pull_fallback",                                                      \
-	  "pulls that failed (peer memory unreadable, gone, or a bad record): ring copy instead")
+	  "pulls that failed (peer memory unreadable, gone, or a bad record): ring copy instead")   \
+	X(shm_idle_sleeps, "shm_idle_sleeps",                                                      \
+	  "ibv_poll_cq slept on the rings' doorbells: CQs empty for a while (shm.c)")
 
 /* Device-wide: the progress thread (src/core/progress.c). */
 #define UROCE_PROG_COUNTERS(X)                                                                     \

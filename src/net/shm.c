@@ -55,6 +55,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1004,6 +1005,132 @@ int uroce_shm_wait(struct uroce_ep *ep, bool on)
 	fd = rings_sleep(s, SHM_SLEEP_APP, true) ? -2 : s->bell;
 	pthread_mutex_unlock(&ep->rx_lock);
 	return fd;
+}
+
+/* An application thread whose CQs stay empty (src/verbs/cq.c).  A spinning
+ * poller that gives the CPU away with sched_yield competes with whatever
+ * else runs there at equal weight: under a CPU hog a yield costs a whole
+ * scheduler slice (ib_send_lat under a spinning hog on both cores: 618 us
+ * typical, kernel TCP 43 us - its receiver sleeps and the sender's wake-up
+ * preempts the hog).  So a thread whose yields are taken by such a
+ * neighbour sleeps in the kernel instead, on the doorbell of every ring (the
+ * SHM_SLEEP_APP bit: the next record's sender rings it) and on the UDP
+ * sockets, for at most SHM_IDLE_SLEEP_NS: ibv_poll_cq stays bounded and
+ * short, and the progress thread still takes the application for a poller
+ * (UROCE_APP_POLL_GAP_NS).
+ *
+ * Only then: a yield that returns at once costs nothing and keeps the quiet
+ * machine's latency, and a yield that runs a peer sharing our CPU (a few
+ * microseconds: it answers and yields back, cq.c's co-located mode) is the
+ * fastest hand-over there is - sleeping instead cost 38 us per one-way
+ * ib_send_lat with both processes pinned to one CPU, against 6.7 us.  A
+ * yield that kept us off the CPU for over SHM_IDLE_HOG_NS ran something that
+ * does not yield back: from then on the thread sleeps, and yields once
+ * every SHM_IDLE_PROBE_NS to see whether the neighbour has gone.
+ *
+ * Not in a thread that polls the CQs of other contexts too: their packets
+ * would not wake it.  False: nothing slept (no same-host link, no neighbour
+ * seen, a probe, a ring holds packets, another thread drains): the caller
+ * yields, and tells uroce_shm_yielded how long that took. */
+#define SHM_IDLE_SLEEP_NS 100000ull
+#define SHM_IDLE_OTHER_NS 10000000ull
+#define SHM_IDLE_HOG_NS	  250000ull
+#define SHM_IDLE_PROBE_NS 100000000ull
+
+static __thread struct {
+	uint64_t hog_ns; /* when a yield last ran a neighbour that kept the CPU (0: none) */
+	uint64_t probe_ns;
+	bool probing; /* this yield is a probe */
+} idle;
+
+static int idle_mode(void)
+{
+	static int mode = -1;
+
+	if (mode < 0) {
+		const char *v = getenv("UROCE_SHM_IDLE");
+
+		mode = v && *v ? atoi(v) : 2;
+	}
+	return mode;
+}
+
+void uroce_shm_yielded(uint64_t ns)
+{
+	if (ns > SHM_IDLE_HOG_NS)
+		idle.hog_ns = uroce_now_ns();
+	else if (idle.probing)
+		idle.hog_ns = 0; /* the probe came back soon: gone */
+	idle.probing = false;
+}
+
+/* Have this thread's yields been taken by a hog (and is this not the time
+ * for a probe)? */
+static bool idle_hogged(uint64_t now)
+{
+	if (!idle.hog_ns)
+		return false;
+	if (now - idle.probe_ns > SHM_IDLE_PROBE_NS) {
+		idle.probe_ns = now;
+		idle.probing = true;
+		return false;
+	}
+	return true;
+}
+
+bool uroce_shm_spin_stop(struct uroce_ctx *ctx)
+{
+	int nep = atomic_load(&ctx->nep);
+
+	if (idle_mode() != 2)
+		return false;
+	for (int i = 0; i < nep; i++) {
+		struct uroce_shm *s = __atomic_load_n(&ctx->ep[i]->shm, __ATOMIC_RELAXED);
+
+		if (s && __atomic_load_n(&s->rx, __ATOMIC_RELAXED))
+			return idle_hogged(uroce_now_ns());
+	}
+	return false;
+}
+
+bool uroce_shm_idle(struct uroce_ctx *ctx)
+{
+	static __thread const struct uroce_ctx *seen; /* compared, never used */
+	static __thread uint64_t other_ns;
+	struct pollfd pfd[2 * sizeof(ctx->ep) / sizeof(ctx->ep[0])];
+	struct timespec ts = {.tv_nsec = (long)SHM_IDLE_SLEEP_NS};
+	int nep = atomic_load(&ctx->nep), npfd = 0, bell, i;
+	uint64_t now = uroce_now_ns();
+	bool links = false;
+
+	if (!idle_mode())
+		return false;
+	if (idle_mode() == 2 && !idle_hogged(now))
+		return false;
+	if (seen && seen != ctx)
+		other_ns = now;
+	seen = ctx;
+	if (now - other_ns < SHM_IDLE_OTHER_NS)
+		return false;
+	for (i = 0; i < nep; i++)
+		links |= !!__atomic_load_n(&ctx->ep[i]->shm, __ATOMIC_RELAXED) &&
+			 !!__atomic_load_n(&ctx->ep[i]->shm->rx, __ATOMIC_RELAXED);
+	if (!links)
+		return false;
+	for (i = 0; i < nep; i++) {
+		if ((bell = uroce_shm_wait(ctx->ep[i], true)) == -2)
+			break;
+		pfd[npfd++] = (struct pollfd){.fd = ctx->ep[i]->fd, .events = POLLIN};
+		if (bell >= 0)
+			pfd[npfd++] = (struct pollfd){.fd = bell, .events = POLLIN};
+	}
+	if (i == nep) {
+		uroce_count(ctx, shm_idle_sleeps, 1);
+		ppoll(pfd, (nfds_t)npfd, &ts, NULL);
+	}
+	for (int j = 0; j < i + (i < nep); j++)
+		uroce_shm_wait(ctx->ep[j], false);
+	return i == nep;
 }
 
 void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len)

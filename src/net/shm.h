@@ -75,6 +75,19 @@ bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on);
  * not sleep (a ring holds packets, or another thread drains ep). */
 int uroce_shm_wait(struct uroce_ep *ep, bool on);
 
+/* An application poller that has found nothing for a while (cq.c): sleep
+ * briefly (at most 100 us) where a ring's next record or a UDP packet wakes
+ * it - once its yields have been taken by a neighbour that keeps the CPU (a
+ * hog).  False when it did not sleep (the caller yields instead). */
+bool uroce_shm_idle(struct uroce_ctx *ctx);
+/* ... and it yielded instead, for ns: how it learns that yields are taken
+ * by a neighbour that keeps the CPU. */
+void uroce_shm_yielded(uint64_t ns);
+/* The progress thread's spin, about to yield: stop spinning instead (and
+ * sleep in epoll_wait, where the doorbell wakes it) when ctx has same-host
+ * links and this thread's yields have been taken by a hog. */
+bool uroce_shm_spin_stop(struct uroce_ctx *ctx);
+
 /* The abstract Unix address of the endpoint on UDP port port; its length. */
 struct sockaddr_un;
 socklen_t uroce_shm_addr(struct sockaddr_un *a, uint16_t port);

@@ -16,6 +16,7 @@
 
 #include "uroce.h"
 #include "core/objreg.h"
+#include "net/shm.h"
 #include "verbs/verbs_ex.h"
 #include "verbs/verbs_ops.h"
 
@@ -420,10 +421,11 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	if (now - wait.since > UROCE_POLL_YIELD_NS)
 		uroce_ctx_send_owed_acks(ctx, false);
 	if (now - wait.since > wait.yield_ns) {
-		if (!uroce_ctx_wait_acks(ctx)) {
+		if (!uroce_ctx_wait_acks(ctx) && !uroce_shm_idle(ctx)) {
 			uint64_t t = uroce_now_ns();
 
 			sched_yield();
+			uroce_shm_yielded(uroce_now_ns() - t);
 			if (uroce_now_ns() - t > UROCE_YIELD_RAN_NS) {
 				wait.yielded = true;
 			} else if (wait.yield_ns < UROCE_POLL_YIELD_NS) {
