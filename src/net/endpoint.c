@@ -26,6 +26,7 @@
 #include "uroce.h"
 #include "net/fault.h"
 #include "transport/rc.h"
+#include "transport/pkt.h"
 #include "net/pcap.h"
 #include "net/shm.h"
 
@@ -42,6 +43,9 @@ struct uroce_ep_rx {
 		struct cmsghdr align;
 	} ctl[RX_BATCH];
 	uint8_t data[RX_BATCH][RX_BUFSZ];
+	unsigned int singles;	/* application reads in a row that returned one datagram */
+	unsigned int predicted; /* reads made with recvmsg (see rx_read) */
+	bool one;		/* the last read was one of them */
 };
 
 static void set_bufsz(int fd, int opt_force, int opt)
@@ -864,6 +868,59 @@ static void batch_done(struct uroce_ep *ep, int n, bool app)
 	uroce_ep_flush(ep); /* and what they made the QPs send */
 }
 
+/* Read prediction (docs/latency.md).  A recvmmsg that finds one datagram
+ * goes on to try a second one, and that failed try (a second msghdr and
+ * iovec copied in, the socket's queue locked) is on every ping-pong's
+ * critical path.  After UROCE_RX_PREDICT reads in a row that returned one
+ * datagram each, the endpoint is read with recvmsg; every
+ * UROCE_RX_PROBE-th such read is a recvmmsg again, to see a stream start.
+ * A datagram that is a lone ACK is followed by another look (poll_udp): an
+ * owed ACK flushed on its own comes before the request it was owed for,
+ * and an application that completes on the ACK and then spins on memory
+ * (ib_write_lat) would leave that request to the progress thread.  The
+ * progress thread leaves nothing behind: its epoll_wait is level-triggered.
+ * UROCE_RX_PREDICT=0 turns it off (measurements). */
+enum { UROCE_RX_PREDICT = 4, UROCE_RX_PROBE = 64 };
+static int predict_mode = -1;
+
+static int rx_read(struct uroce_ep *ep, int want)
+{
+	struct uroce_ep_rx *rx = ep->rx;
+	int n;
+
+	if (predict_mode < 0) {
+		const char *v = getenv("UROCE_RX_PREDICT");
+
+		predict_mode = !(v && !strcmp(v, "0"));
+	}
+	rx->one =
+	    predict_mode && rx->singles >= UROCE_RX_PREDICT && ++rx->predicted % UROCE_RX_PROBE;
+	if (rx->one) {
+		ssize_t len = recvmsg(ep->fd, &rx->msg[0].msg_hdr, MSG_DONTWAIT);
+
+		if (len < 0)
+			return -1;
+		rx->msg[0].msg_len = (unsigned int)len;
+		return 1;
+	}
+	n = recvmmsg(ep->fd, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
+	if (n > 0)
+		rx->singles = n == 1 ? rx->singles + 1 : 0;
+	return n;
+}
+
+/* The datagram read is one packet, an RC or XRC ACK (or a selective one) */
+static bool lone_ack(const struct uroce_ep_rx *rx)
+{
+	const struct msghdr *mh = &rx->msg[0].msg_hdr;
+	uint32_t gro = uroce_gro_size(mh);
+
+	uint8_t op = rx->msg[0].msg_len ? rx->data[0][0] : 0;
+
+	return (op == UR_OPC_ACK || op == UR_OPC_SACK || op == (UR_TR_XRC | UR_OPC_ACK)) &&
+	       (!gro || gro >= rx->msg[0].msg_len);
+}
+
 /* The UDP socket: recvmmsg batches until budget or an empty read
  * (rx_lock held). */
 static int poll_udp(struct uroce_ep *ep, int budget, bool app)
@@ -884,7 +941,7 @@ static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 			h->msg_controllen = sizeof(rx->ctl[i].buf);
 			h->msg_flags = 0;
 		}
-		n = recvmmsg(ep->fd, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
+		n = rx_read(ep, want);
 		uroce_shm_udp_seen(ep, n > 0);
 		if (n <= 0)
 			break;
@@ -899,7 +956,7 @@ static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 		}
 		done += n;
 		batch_done(ep, n, app);
-		if (n < want)
+		if (n < want && !(rx->one && lone_ack(rx)))
 			break;
 	}
 	return done;
