@@ -46,6 +46,7 @@ struct uroce_ep_rx {
 	unsigned int singles;	/* application reads in a row that returned one datagram */
 	unsigned int predicted; /* reads made with recvmsg (see rx_read) */
 	bool one;		/* the last read was one of them */
+	int used;		/* headers the last read filled (rx_reset) */
 };
 
 static void set_bufsz(int fd, int opt_force, int opt)
@@ -119,6 +120,7 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 		ep->rx->msg[i].msg_hdr.msg_iov = &ep->rx->iov[i];
 		ep->rx->msg[i].msg_hdr.msg_iovlen = 1;
 	}
+	ep->rx->used = RX_BATCH;
 	if (ctx->epfd >= 0) {
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
 
@@ -909,6 +911,21 @@ static int rx_read(struct uroce_ep *ep, int want)
 	return n;
 }
 
+/* Headers 0..n-1 ready for the next read: an empty read leaves them as
+ * they were, so a look that finds nothing costs no setup. */
+static void rx_reset(struct uroce_ep_rx *rx, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct msghdr *h = &rx->msg[i].msg_hdr;
+
+		h->msg_name = &rx->from[i];
+		h->msg_namelen = sizeof(rx->from[i]);
+		h->msg_control = rx->ctl[i].buf;
+		h->msg_controllen = sizeof(rx->ctl[i].buf);
+		h->msg_flags = 0;
+	}
+}
+
 /* The datagram read is one packet, an RC or XRC ACK (or a selective one) */
 static bool lone_ack(const struct uroce_ep_rx *rx)
 {
@@ -932,20 +949,15 @@ static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 		int want = budget - done < RX_BATCH ? budget - done : RX_BATCH;
 		int n;
 
-		for (int i = 0; i < want; i++) {
-			struct msghdr *h = &rx->msg[i].msg_hdr;
-
-			h->msg_name = &rx->from[i];
-			h->msg_namelen = sizeof(rx->from[i]);
-			h->msg_control = rx->ctl[i].buf;
-			h->msg_controllen = sizeof(rx->ctl[i].buf);
-			h->msg_flags = 0;
-		}
+		/* the kernel rewrote the headers of the datagrams it returned */
+		rx_reset(rx, rx->used);
+		rx->used = 0;
 		n = rx_read(ep, want);
 		uroce_shm_udp_seen(ep, n > 0);
 		if (n <= 0)
 			break;
 		count_batch(ep);
+		rx->used = n;
 		for (int i = 0; i < n; i++) {
 			if (rx->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
 				uroce_count(ep->ctx, rx_drop_parse, 1);

@@ -448,6 +448,9 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	if (num_entries < 0)
 		return -1;
 	uroce_cq_drive(cq);
+	/* empty (what another thread pushes meanwhile, the next poll sees) */
+	if (!__atomic_load_n(&cq->count, __ATOMIC_RELAXED))
+		return 0;
 	pthread_mutex_lock(&cq->lock);
 	while (n < num_entries && cq->count) {
 		wc[n++] = cq->ring[cq->head];
