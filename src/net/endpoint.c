@@ -938,11 +938,22 @@ static bool lone_ack(const struct uroce_ep_rx *rx)
 	       (!gro || gro >= rx->msg[0].msg_len);
 }
 
+/* After an application's predicted read: look again, unless the datagram
+ * completed something the poller may be waiting for (the reply of a
+ * ping-pong, a READ response) and was not a lone ACK.  A datagram that
+ * completes nothing (a UC WRITE's first packet, a WRITE without immediate)
+ * may have more behind it that no completion will come to fetch. */
+static bool read_on(const struct uroce_ep_rx *rx, unsigned long pushes)
+{
+	return uroce_cq_pushes() == pushes || lone_ack(rx);
+}
+
 /* The UDP socket: recvmmsg batches until budget or an empty read
  * (rx_lock held). */
 static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 {
 	struct uroce_ep_rx *rx = ep->rx;
+	unsigned long pushes;
 	int done = 0;
 
 	while (done < budget) {
@@ -958,6 +969,7 @@ static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 			break;
 		count_batch(ep);
 		rx->used = n;
+		pushes = uroce_cq_pushes();
 		for (int i = 0; i < n; i++) {
 			if (rx->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
 				uroce_count(ep->ctx, rx_drop_parse, 1);
@@ -968,7 +980,7 @@ static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 		}
 		done += n;
 		batch_done(ep, n, app);
-		if (n < want && !(rx->one && lone_ack(rx)))
+		if (n < want && !(rx->one && app && read_on(rx, pushes)))
 			break;
 	}
 	return done;

@@ -269,9 +269,20 @@ static void notify(struct uroce_cq *cq)
 		ur_warn("completion channel full: event for CQ %llu lost", (unsigned long long)h);
 }
 
+/* Completions this thread has pushed (read prediction, endpoint.c: did the
+ * datagram just read complete anything the poller may be waiting for?) */
+static __thread unsigned long cq_pushes;
+
+unsigned long uroce_cq_pushes(void)
+{
+	return cq_pushes;
+}
+
 void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
 	bool fire = false;
+
+	cq_pushes++;
 
 	pthread_mutex_lock(&cq->lock);
 	if (cq->count == cq->size - 1) {

@@ -6,6 +6,8 @@
  *     it and then makes no verbs call still has the request that came in
  *     the next datagram (ib_write_lat's pattern: the peer's owed ACK
  *     flushed on its own, then its WRITE);
+ *   - a datagram that completes nothing (a WRITE's first packet) is
+ *     followed by another look: one poll places a whole WRITE;
  *   - a stream that starts after a ping-pong (mostly unsignaled SENDs)
  *     completes, every message intact.
  * Both progress engines are stopped, so only the application's polls read
@@ -102,7 +104,7 @@ static void settle(int fd)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 
-	CHECK(poll(&p, 1, WAIT_MS) == 1, "A's socket becomes readable");
+	CHECK(poll(&p, 1, WAIT_MS) == 1, "the socket becomes readable");
 	usleep(50 * 1000);
 }
 
@@ -149,6 +151,40 @@ static void test_lone_ack(void)
 	CHECK(dst[0] == 0x5a && dst[63] == 0x5a, "the WRITE behind the ACK landed (%02x %02x)",
 	      dst[0], dst[63]);
 	CHECK(got_wc2(B->scq, A->rcq, 101, "B's WRITE completes"), "B's WRITE completes");
+}
+
+/* A WRITE of 3 packets queued at a predicting endpoint: they complete
+ * nothing there, so the one poll that reads the first reads them all (the
+ * application may look at the memory next and poll nothing more). */
+static void test_write_no_completion(void)
+{
+	struct uroce_ctx *bctx = to_uctx(B->ctx);
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = {0}, *bad;
+	struct ibv_wc wc;
+	uint8_t *dst = B->buf + 400000;
+
+	pair_create(&H, &H.o);
+	uroce_progress_stop(to_uctx(A->ctx));
+	uroce_progress_stop(bctx);
+	pingpong(2000, 20);
+	memset(dst, 0, 3072);
+	memset(A->buf + 500000, 0x3c, 3072);
+	sge = (struct ibv_sge){
+	    .addr = (uintptr_t)A->buf + 500000, .length = 3072, .lkey = A->mr->lkey};
+	wr.wr_id = 2100;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = (uintptr_t)dst;
+	wr.wr.rdma.rkey = B->mr->rkey;
+	CHECK(ibv_post_send(A->qp, &wr, &bad) == 0, "A posts a 3-packet WRITE");
+	settle(bctx->ep[0]->fd);
+	CHECK(ibv_poll_cq(B->rcq, 1, &wc) == 0, "B's CQ stays empty");
+	CHECK(dst[0] == 0x3c && dst[1024] == 0x3c && dst[3071] == 0x3c,
+	      "one poll placed the whole WRITE (%02x %02x %02x)", dst[0], dst[1024], dst[3071]);
+	CHECK(got_wc2(A->scq, B->rcq, 2100, "A's WRITE completes"), "A's WRITE completes");
 }
 
 /* After a ping-pong, a stream of 512 SENDs, one in 64 signaled, each from
@@ -216,6 +252,7 @@ int main(void)
 	}
 	H.o = default_opts(IBV_MTU_1024);
 	test_lone_ack();
+	test_write_no_completion();
 	test_stream_after_pingpong();
 	harness_close(&H);
 	return finish("test_rxpredict");
