@@ -42,6 +42,24 @@ static void post_recv1(struct side *s, uint64_t id, uint32_t off)
 	CHECK(ibv_post_recv(s->qp, &wr, &bad) == 0, "post_recv");
 }
 
+/* A signaled WRITE of len bytes of value v from s->buf + off to dst. */
+static void post_write(struct side *s, uint64_t id, uint32_t off, uint8_t v, uint32_t len,
+		       uint8_t *dst, uint32_t rkey)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)s->buf + off, .length = len, .lkey = s->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+
+	memset(s->buf + off, v, len);
+	wr.wr.rdma.remote_addr = (uintptr_t)dst;
+	wr.wr.rdma.rkey = rkey;
+	CHECK(ibv_post_send(s->qp, &wr, &bad) == 0, "post a WRITE of %u bytes", len);
+}
+
 static bool got_wc(struct ibv_cq *cq, uint64_t id, const char *what)
 {
 	struct ibv_wc wc;
@@ -111,8 +129,6 @@ static void settle(int fd)
 static void test_lone_ack(void)
 {
 	struct uroce_ctx *actx = to_uctx(A->ctx);
-	struct ibv_sge sge;
-	struct ibv_send_wr wr = {0}, *bad;
 	struct ibv_wc wc;
 	uint8_t *dst = A->buf + 200000;
 	uint64_t end;
@@ -132,17 +148,7 @@ static void test_lone_ack(void)
 		CHECK(ibv_poll_cq(B->rcq, 1, &wc) == 0, "B's CQ is empty");
 	/* then B's WRITE into A's memory: a datagram after the lone ACK */
 	memset(dst, 0, 64);
-	memset(B->buf + 300000, 0x5a, 64);
-	sge =
-	    (struct ibv_sge){.addr = (uintptr_t)B->buf + 300000, .length = 64, .lkey = B->mr->lkey};
-	wr.wr_id = 101;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_WRITE;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = (uintptr_t)dst;
-	wr.wr.rdma.rkey = A->mr->rkey;
-	CHECK(ibv_post_send(B->qp, &wr, &bad) == 0, "B posts the WRITE");
+	post_write(B, 101, 300000, 0x5a, 64, dst, A->mr->rkey);
 	settle(actx->ep[0]->fd);
 
 	/* A completes its SEND on the ACK and calls no verb after that: the
@@ -159,8 +165,6 @@ static void test_lone_ack(void)
 static void test_write_no_completion(void)
 {
 	struct uroce_ctx *bctx = to_uctx(B->ctx);
-	struct ibv_sge sge;
-	struct ibv_send_wr wr = {0}, *bad;
 	struct ibv_wc wc;
 	uint8_t *dst = B->buf + 400000;
 
@@ -169,17 +173,7 @@ static void test_write_no_completion(void)
 	uroce_progress_stop(bctx);
 	pingpong(2000, 20);
 	memset(dst, 0, 3072);
-	memset(A->buf + 500000, 0x3c, 3072);
-	sge = (struct ibv_sge){
-	    .addr = (uintptr_t)A->buf + 500000, .length = 3072, .lkey = A->mr->lkey};
-	wr.wr_id = 2100;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_WRITE;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = (uintptr_t)dst;
-	wr.wr.rdma.rkey = B->mr->rkey;
-	CHECK(ibv_post_send(A->qp, &wr, &bad) == 0, "A posts a 3-packet WRITE");
+	post_write(A, 2100, 500000, 0x3c, 3072, dst, B->mr->rkey);
 	settle(bctx->ep[0]->fd);
 	CHECK(ibv_poll_cq(B->rcq, 1, &wc) == 0, "B's CQ stays empty");
 	CHECK(dst[0] == 0x3c && dst[1024] == 0x3c && dst[3071] == 0x3c,
