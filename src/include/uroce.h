@@ -388,6 +388,7 @@ static inline struct uroce_cq *to_ucq(struct ibv_cq *c)
 
 /* Append one completion; notifies the channel when armed.  Takes cq->lock. */
 void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
+unsigned long uroce_cq_pushes(void);
 /* Remove the unpolled completions of QP qpn, the others keep their order
  * (a QP moved to RESET, as mlx5_cq_clean).  Takes cq->lock. */
 void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn);

@@ -26,6 +26,7 @@
 #include "uroce.h"
 #include "net/fault.h"
 #include "transport/rc.h"
+#include "transport/pkt.h"
 #include "net/pcap.h"
 #include "net/shm.h"
 
@@ -42,6 +43,10 @@ struct uroce_ep_rx {
 		struct cmsghdr align;
 	} ctl[RX_BATCH];
 	uint8_t data[RX_BATCH][RX_BUFSZ];
+	unsigned int singles;	/* application reads in a row that returned one datagram */
+	unsigned int predicted; /* reads made with recvmsg (see rx_read) */
+	bool one;		/* the last read was one of them */
+	int used;		/* headers the last read filled (rx_reset) */
 };
 
 static void set_bufsz(int fd, int opt_force, int opt)
@@ -115,6 +120,7 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 		ep->rx->msg[i].msg_hdr.msg_iov = &ep->rx->iov[i];
 		ep->rx->msg[i].msg_hdr.msg_iovlen = 1;
 	}
+	ep->rx->used = RX_BATCH;
 	if (ctx->epfd >= 0) {
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
 
@@ -864,31 +870,106 @@ static void batch_done(struct uroce_ep *ep, int n, bool app)
 	uroce_ep_flush(ep); /* and what they made the QPs send */
 }
 
+/* Read prediction (docs/latency.md).  A recvmmsg that finds one datagram
+ * goes on to try a second one, and that failed try (a second msghdr and
+ * iovec copied in, the socket's queue locked) is on every ping-pong's
+ * critical path.  After UROCE_RX_PREDICT reads in a row that returned one
+ * datagram each, the endpoint is read with recvmsg; every
+ * UROCE_RX_PROBE-th such read is a recvmmsg again, to see a stream start.
+ * A datagram that is a lone ACK is followed by another look (poll_udp): an
+ * owed ACK flushed on its own comes before the request it was owed for,
+ * and an application that completes on the ACK and then spins on memory
+ * (ib_write_lat) would leave that request to the progress thread.  The
+ * progress thread leaves nothing behind: its epoll_wait is level-triggered.
+ * UROCE_RX_PREDICT=0 turns it off (measurements). */
+enum { UROCE_RX_PREDICT = 4, UROCE_RX_PROBE = 64 };
+static int predict_mode = -1;
+
+static int rx_read(struct uroce_ep *ep, int want)
+{
+	struct uroce_ep_rx *rx = ep->rx;
+	int n;
+
+	if (predict_mode < 0) {
+		const char *v = getenv("UROCE_RX_PREDICT");
+
+		predict_mode = !(v && !strcmp(v, "0"));
+	}
+	rx->one =
+	    predict_mode && rx->singles >= UROCE_RX_PREDICT && ++rx->predicted % UROCE_RX_PROBE;
+	if (rx->one) {
+		ssize_t len = recvmsg(ep->fd, &rx->msg[0].msg_hdr, MSG_DONTWAIT);
+
+		if (len < 0)
+			return -1;
+		rx->msg[0].msg_len = (unsigned int)len;
+		return 1;
+	}
+	n = recvmmsg(ep->fd, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
+	if (n > 0)
+		rx->singles = n == 1 ? rx->singles + 1 : 0;
+	return n;
+}
+
+/* Headers 0..n-1 ready for the next read: an empty read leaves them as
+ * they were, so a look that finds nothing costs no setup. */
+static void rx_reset(struct uroce_ep_rx *rx, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct msghdr *h = &rx->msg[i].msg_hdr;
+
+		h->msg_name = &rx->from[i];
+		h->msg_namelen = sizeof(rx->from[i]);
+		h->msg_control = rx->ctl[i].buf;
+		h->msg_controllen = sizeof(rx->ctl[i].buf);
+		h->msg_flags = 0;
+	}
+}
+
+/* The datagram read is one packet, an RC or XRC ACK (or a selective one) */
+static bool lone_ack(const struct uroce_ep_rx *rx)
+{
+	const struct msghdr *mh = &rx->msg[0].msg_hdr;
+	uint32_t gro = uroce_gro_size(mh);
+
+	uint8_t op = rx->msg[0].msg_len ? rx->data[0][0] : 0;
+
+	return (op == UR_OPC_ACK || op == UR_OPC_SACK || op == (UR_TR_XRC | UR_OPC_ACK)) &&
+	       (!gro || gro >= rx->msg[0].msg_len);
+}
+
+/* After an application's predicted read: look again, unless the datagram
+ * completed something the poller may be waiting for (the reply of a
+ * ping-pong, a READ response) and was not a lone ACK.  A datagram that
+ * completes nothing (a UC WRITE's first packet, a WRITE without immediate)
+ * may have more behind it that no completion will come to fetch. */
+static bool read_on(const struct uroce_ep_rx *rx, unsigned long pushes)
+{
+	return uroce_cq_pushes() == pushes || lone_ack(rx);
+}
+
 /* The UDP socket: recvmmsg batches until budget or an empty read
  * (rx_lock held). */
 static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 {
 	struct uroce_ep_rx *rx = ep->rx;
+	unsigned long pushes;
 	int done = 0;
 
 	while (done < budget) {
 		int want = budget - done < RX_BATCH ? budget - done : RX_BATCH;
 		int n;
 
-		for (int i = 0; i < want; i++) {
-			struct msghdr *h = &rx->msg[i].msg_hdr;
-
-			h->msg_name = &rx->from[i];
-			h->msg_namelen = sizeof(rx->from[i]);
-			h->msg_control = rx->ctl[i].buf;
-			h->msg_controllen = sizeof(rx->ctl[i].buf);
-			h->msg_flags = 0;
-		}
-		n = recvmmsg(ep->fd, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
+		/* the kernel rewrote the headers of the datagrams it returned */
+		rx_reset(rx, rx->used);
+		rx->used = 0;
+		n = rx_read(ep, want);
 		uroce_shm_udp_seen(ep, n > 0);
 		if (n <= 0)
 			break;
 		count_batch(ep);
+		rx->used = n;
+		pushes = uroce_cq_pushes();
 		for (int i = 0; i < n; i++) {
 			if (rx->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
 				uroce_count(ep->ctx, rx_drop_parse, 1);
@@ -899,7 +980,7 @@ static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 		}
 		done += n;
 		batch_done(ep, n, app);
-		if (n < want)
+		if (n < want && !(rx->one && app && read_on(rx, pushes)))
 			break;
 	}
 	return done;

@@ -194,7 +194,10 @@ static void ipid_fixup(const struct uroce_ipinfo *ip, uint8_t *icrc, uint32_t le
 
 void uroce_ep_flush(struct uroce_ep *ep)
 {
-	if (!ep || !ep->tx)
+	/* Nothing queued: no lock (a ping-pong's poll looks here on every
+	 * empty read).  Another thread's group being added now is that
+	 * thread's to flush; our own are seen in program order. */
+	if (!ep || !ep->tx || !__atomic_load_n(&ep->tx->ngroup, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&ep->tx_lock);
 	flush_locked(ep);

@@ -270,9 +270,20 @@ static void notify(struct uroce_cq *cq)
 		ur_warn("completion channel full: event for CQ %llu lost", (unsigned long long)h);
 }
 
+/* Completions this thread has pushed (read prediction, endpoint.c: did the
+ * datagram just read complete anything the poller may be waiting for?) */
+static __thread unsigned long cq_pushes;
+
+unsigned long uroce_cq_pushes(void)
+{
+	return cq_pushes;
+}
+
 void uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
 	bool fire = false;
+
+	cq_pushes++;
 
 	pthread_mutex_lock(&cq->lock);
 	if (cq->count == cq->size - 1) {
@@ -450,6 +461,9 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	if (num_entries < 0)
 		return -1;
 	uroce_cq_drive(cq);
+	/* empty (what another thread pushes meanwhile, the next poll sees) */
+	if (!__atomic_load_n(&cq->count, __ATOMIC_RELAXED))
+		return 0;
 	pthread_mutex_lock(&cq->lock);
 	while (n < num_entries && cq->count) {
 		wc[n++] = cq->ring[cq->head];
