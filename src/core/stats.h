@@ -78,12 +78,12 @@
 	X(shm_rx, "shm_rx_packets", "packets received through shared memory (same host)")          \
 	X(shm_links, "shm_links", "shared-memory links set up to same-host peers")                 \
 	X(shm_full, "shm_ring_full", "packets dropped: the peer's shared-memory ring was full")    \
-	X(shm_bad, "shm_bad_ring", "shared-memory links dropped: the peer corrupted the ring")    \
+	X(shm_bad, "shm_bad_ring", "shared-memory links dropped: the peer corrupted the ring")     \
 	X(shm_pull, "shm_pull_msgs",                                                               \
 	  "messages copied once, straight from the peer's memory (same host, process_vm_readv)")   \
 	X(shm_pull_bytes, "shm_pull_bytes", "bytes copied that way")                               \
 	X(shm_pull_fail, "shm_pull_fallback",                                                      \
-	  "pulls that failed (peer memory unreadable, gone, or a bad record): ring copy instead")   \
+	  "pulls that failed (peer memory unreadable, gone, or a bad record): ring copy instead")  \
 	X(shm_idle_sleeps, "shm_idle_sleeps",                                                      \
 	  "ibv_poll_cq slept on the rings' doorbells: CQs empty for a while (shm.c)")
 

@@ -529,9 +529,9 @@ struct uroce_qp {
 	struct {
 		uint32_t psn; /* expected PSN */
 		uint32_t msn;
-		bool nak_sent; /* a PSN sequence NAK is outstanding */
+		bool nak_sent;	  /* a PSN sequence NAK is outstanding */
 		bool pull_failed; /* a pull failed: our responses say UR_BTH4_NOPULL */
-		bool in_send;  /* a multi-packet SEND is in progress */
+		bool in_send;	  /* a multi-packet SEND is in progress */
 		bool in_write;
 		bool have_rwqe;
 		struct uroce_rwqe rwqe;
@@ -542,7 +542,7 @@ struct uroce_qp {
 		struct uroce_rd_res *res; /* ring of max_dest_rd_atomic */
 		uint32_t res_head, nres;
 		bool ack_pending;
-		bool ack_eager; /* the pending ACK may not wait for a later one */
+		bool ack_eager;	      /* the pending ACK may not wait for a later one */
 		uint64_t ack_lazy_ns; /* since when a lazy ACK is owed, or 0 */
 		uint32_t ack_psn;
 		uint8_t ack_syn;
