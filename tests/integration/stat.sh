@@ -153,6 +153,15 @@ wait "$cpid" || crc=$?
 wait "$spid" || src=$?
 check "ib_write_bw server and client exit 0 (server $src, client $crc)" \
 	test "$src$crc" = 00
+if [[ $src$crc != 00 ]]; then
+	# what perftest said on the way out (a rerun overwrites the logs)
+	log "----- server log (end)"
+	tail -8 "$slog"
+	log "----- client log (end)"
+	tail -8 "$clog"
+	cp "$slog" "$slog.failed"
+	cp "$clog" "$clog.failed"
+fi
 check "after exit, no counter file of the server in /dev/shm" no_shm_file "$spid"
 check "after exit, no counter file of the client in /dev/shm" no_shm_file "$cpid"
 check "after exit, uroce stat lists neither" bash -c "! grep -qE '\"pid\": ($spid|$cpid),' <(\"$UROCE\" stat --json)"
