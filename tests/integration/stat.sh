@@ -95,11 +95,11 @@ alloc_port
 slog=$LOG_DIR/write_bw.server.log
 clog=$LOG_DIR/write_bw.client.log
 log "=== ib_write_bw -D 6 on $dev (TCP port $PORT)"
-"${ON_UROCE[@]}" ib_write_bw -x 0 -d "$dev" -D 6 -p "$PORT" >"$slog" 2>&1 &
+"${ON_UROCE[@]}" ib_write_bw -x 0 -d "$dev" -D 6 -F -p "$PORT" >"$slog" 2>&1 &
 spid=$!
 PIDS+=("$spid")
 wait_for "the server to listen" 20 listening "$PORT" || die "ib_write_bw server did not start"
-"${ON_UROCE[@]}" ib_write_bw -x 0 -d "$dev" -D 6 -p "$PORT" 127.0.0.1 >"$clog" 2>&1 &
+"${ON_UROCE[@]}" ib_write_bw -x 0 -d "$dev" -D 6 -F -p "$PORT" 127.0.0.1 >"$clog" 2>&1 &
 cpid=$!
 PIDS+=("$cpid")
 log "  server pid $spid, client pid $cpid"
@@ -154,7 +154,8 @@ wait "$spid" || src=$?
 check "ib_write_bw server and client exit 0 (server $src, client $crc)" \
 	test "$src$crc" = 00
 if [[ $src$crc != 00 ]]; then
-	# what perftest said on the way out (a rerun overwrites the logs)
+	# what perftest said on the way out (a rerun overwrites the logs;
+	# stderr, unbuffered, lands before stdout's buffered lines)
 	log "----- server log (end)"
 	tail -8 "$slog"
 	log "----- client log (end)"
