@@ -244,11 +244,16 @@ uint64_t uroce_cc_pace_gap(const struct uroce_qp *qp)
 			      : qp->req.srtt_ns * 100 / (sk->pace_gain * w);
 }
 
-uint64_t uroce_cc_pace_burst(const struct uroce_qp *qp)
+static uint64_t pace_burst(const struct uroce_qp *qp, uint64_t gap)
 {
-	uint64_t g = uroce_cc_pace_gap(qp) * CC_PACE_MIN_PKTS;
+	uint64_t g = gap * CC_PACE_MIN_PKTS;
 
 	return g > qp->sk->pace_quantum_ns ? g : qp->sk->pace_quantum_ns;
+}
+
+uint64_t uroce_cc_pace_burst(const struct uroce_qp *qp)
+{
+	return pace_burst(qp, uroce_cc_pace_gap(qp));
 }
 
 /* Paced only where bursts overflow a queue: in loss mode, where a queue
@@ -256,20 +261,21 @@ uint64_t uroce_cc_pace_burst(const struct uroce_qp *qp)
  * the bursts cost nothing and the holds would (always on: loopback
  * ib_write_bw about 6% slower, 10-45 thousand holds per 3 s; for a second
  * after each loss with a long queue: 8% at load 5, where reordering and
- * CPU delay make such losses on one host too). */
-static bool pace_on(const struct uroce_qp *qp)
+ * CPU delay make such losses on one host too).  Cheap to ask on every
+ * packet: outside loss mode neither a division nor a clock read. */
+bool uroce_cc_pacing(const struct uroce_qp *qp)
 {
-	return qp->sk->loss_mode && uroce_cc_pace_gap(qp);
+	return qp->sk && qp->sk->loss_mode;
 }
 
 bool uroce_cc_pace_ok(struct uroce_qp *qp, uint64_t now)
 {
 	struct uroce_sack *sk = qp->sk;
-	uint64_t b, t;
+	uint64_t g, b, t;
 
-	if (!pace_on(qp))
+	if (!uroce_cc_pacing(qp) || !(g = uroce_cc_pace_gap(qp)))
 		return true;
-	b = uroce_cc_pace_burst(qp);
+	b = pace_burst(qp, g);
 	if (sk->pace_ns < now + b)
 		return true;
 	t = sk->pace_ns - b + 1;
@@ -285,9 +291,9 @@ bool uroce_cc_pace_ok(struct uroce_qp *qp, uint64_t now)
 void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now)
 {
 	struct uroce_sack *sk = qp->sk;
-	uint64_t g = uroce_cc_pace_gap(qp);
+	uint64_t g;
 
-	if (!pace_on(qp))
+	if (!uroce_cc_pacing(qp) || !(g = uroce_cc_pace_gap(qp)))
 		return;
 	/* no credit for time idle, nor for a wake-up that came late: what
 	 * it would catch up on leaves as one burst (tried: with up to 1 ms

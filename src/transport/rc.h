@@ -261,8 +261,10 @@ void uroce_cc_timeout(struct uroce_qp *qp);
  * true if the window was decreased for it. */
 bool uroce_cc_loss(struct uroce_qp *qp);
 void uroce_cc_log(const struct uroce_qp *qp);
-/* Pacing at the window's rate (cc.c; in loss mode): may the QP send now?
- * If not, its wake-up is armed for when it may (req.wake_ns). */
+/* Pacing at the window's rate (cc.c): only in loss mode (uroce_cc_pacing,
+ * cheap: ask it before reading the clock).  May the QP send now?  If not,
+ * its wake-up is armed for when it may (req.wake_ns). */
+bool uroce_cc_pacing(const struct uroce_qp *qp);
 bool uroce_cc_pace_ok(struct uroce_qp *qp, uint64_t now);
 /* n packets' worth (a READ request: its responses) left at now. */
 void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now);

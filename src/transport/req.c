@@ -561,7 +561,7 @@ static enum req_result req_step(struct uroce_qp *qp)
 	if (w->opcode == IBV_WR_BIND_MW || w->opcode == IBV_WR_LOCAL_INV)
 		return exec_local(qp, w);
 	/* no faster than the window's rate (cc.c): a wake-up sends on */
-	if (qp->sk && !uroce_cc_pace_ok(qp, uroce_now_ns()))
+	if (uroce_cc_pacing(qp) && !uroce_cc_pace_ok(qp, uroce_now_ns()))
 		return REQ_BLOCKED;
 	if (w->opcode == IBV_WR_RDMA_READ)
 		return send_read(qp, w);

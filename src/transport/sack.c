@@ -139,7 +139,7 @@ void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	/* the pacer's account (cc.c): a packet, a READ request its
 	 * responses; not the PSNs a pull record stands for (pull_pkt_xmit:
 	 * nothing in the network) */
-	if (pkt->len)
+	if (pkt->len && uroce_cc_pacing(qp))
 		uroce_cc_paced(qp,
 			       (pkt->opcode & 0x1f) == UR_OPC_READ_REQ
 				   ? (ur_reth_len(pkt) + qp->mtu - 1) / qp->mtu + !ur_reth_len(pkt)
