@@ -713,6 +713,10 @@ bool uroce_ctx_acks_owed(struct uroce_ctx *ctx);
 /* An application thread whose CQs stay empty while its QPs have many
  * packets in flight over UDP: sleep until a socket is readable (at most
  * 1 ms) instead of spinning; false when it did not (endpoint.c). */
+/* Has the calling thread polled only this context for the last 10 ms?  A
+ * thread that sleeps on one context's sockets and rings must not (two ends
+ * of a test in one process: the other's packets would wait). */
+bool uroce_ctx_polled_alone(const struct uroce_ctx *ctx, uint64_t now);
 bool uroce_ctx_wait_acks(struct uroce_ctx *ctx);
 /* Tests and fuzzing: deliver one datagram from ip as if ep had received it. */
 void uroce_ep_inject(struct uroce_ep *ep, uint8_t *data, size_t len, const struct uroce_ipinfo *ip);

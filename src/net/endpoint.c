@@ -808,10 +808,19 @@ enum { UROCE_WAIT_INFLIGHT = 64, UROCE_WAIT_MS = 1 };
 #define UROCE_WAIT_OTHER_NS 10000000ull /* another context polled: 10 ms */
 static int wait_mode = -1;		/* UROCE_ACK_WAIT=0: spin as before (measurements) */
 
-bool uroce_ctx_wait_acks(struct uroce_ctx *ctx)
+bool uroce_ctx_polled_alone(const struct uroce_ctx *ctx, uint64_t now)
 {
 	static __thread const struct uroce_ctx *seen; /* compared, never used */
 	static __thread uint64_t other_ns;
+
+	if (seen && seen != ctx)
+		other_ns = now;
+	seen = ctx;
+	return now - other_ns >= UROCE_WAIT_OTHER_NS;
+}
+
+bool uroce_ctx_wait_acks(struct uroce_ctx *ctx)
+{
 	struct pollfd pfd[2 * sizeof(ctx->ep) / sizeof(ctx->ep[0])];
 	int nep = atomic_load(&ctx->nep), inflight = 0, npfd = 0, bell;
 	uint64_t now = uroce_now_ns();
@@ -823,10 +832,7 @@ bool uroce_ctx_wait_acks(struct uroce_ctx *ctx)
 	}
 	if (!wait_mode)
 		return false;
-	if (seen && seen != ctx)
-		other_ns = now;
-	seen = ctx;
-	if (now - other_ns < UROCE_WAIT_OTHER_NS)
+	if (!uroce_ctx_polled_alone(ctx, now))
 		return false;
 	for (int i = 0; i < nep; i++) {
 		struct uroce_ep *ep = ctx->ep[i];
@@ -931,7 +937,6 @@ static bool lone_ack(const struct uroce_ep_rx *rx)
 {
 	const struct msghdr *mh = &rx->msg[0].msg_hdr;
 	uint32_t gro = uroce_gro_size(mh);
-
 	uint8_t op = rx->msg[0].msg_len ? rx->data[0][0] : 0;
 
 	return (op == UR_OPC_ACK || op == UR_OPC_SACK || op == (UR_TR_XRC | UR_OPC_ACK)) &&

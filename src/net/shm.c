@@ -1033,7 +1033,6 @@ int uroce_shm_wait(struct uroce_ep *ep, bool on)
  * seen, a probe, a ring holds packets, another thread drains): the caller
  * yields, and tells uroce_shm_yielded how long that took. */
 #define SHM_IDLE_SLEEP_NS 100000ull
-#define SHM_IDLE_OTHER_NS 10000000ull
 #define SHM_IDLE_HOG_NS	  250000ull
 #define SHM_IDLE_PROBE_NS 100000000ull
 
@@ -1078,44 +1077,37 @@ static bool idle_hogged(uint64_t now)
 	return true;
 }
 
-bool uroce_shm_spin_stop(struct uroce_ctx *ctx)
+/* Does the context have a same-host link with a receive ring? */
+static bool has_links(struct uroce_ctx *ctx)
 {
 	int nep = atomic_load(&ctx->nep);
 
-	if (idle_mode() != 2)
-		return false;
 	for (int i = 0; i < nep; i++) {
 		struct uroce_shm *s = __atomic_load_n(&ctx->ep[i]->shm, __ATOMIC_RELAXED);
 
 		if (s && __atomic_load_n(&s->rx, __ATOMIC_RELAXED))
-			return idle_hogged(uroce_now_ns());
+			return true;
 	}
 	return false;
 }
 
+bool uroce_shm_spin_stop(struct uroce_ctx *ctx)
+{
+	return idle_mode() == 2 && has_links(ctx) && idle_hogged(uroce_now_ns());
+}
+
 bool uroce_shm_idle(struct uroce_ctx *ctx)
 {
-	static __thread const struct uroce_ctx *seen; /* compared, never used */
-	static __thread uint64_t other_ns;
 	struct pollfd pfd[2 * sizeof(ctx->ep) / sizeof(ctx->ep[0])];
 	struct timespec ts = {.tv_nsec = (long)SHM_IDLE_SLEEP_NS};
 	int nep = atomic_load(&ctx->nep), npfd = 0, bell, i;
 	uint64_t now = uroce_now_ns();
-	bool links = false;
 
 	if (!idle_mode())
 		return false;
 	if (idle_mode() == 2 && !idle_hogged(now))
 		return false;
-	if (seen && seen != ctx)
-		other_ns = now;
-	seen = ctx;
-	if (now - other_ns < SHM_IDLE_OTHER_NS)
-		return false;
-	for (i = 0; i < nep; i++)
-		links |= !!__atomic_load_n(&ctx->ep[i]->shm, __ATOMIC_RELAXED) &&
-			 !!__atomic_load_n(&ctx->ep[i]->shm->rx, __ATOMIC_RELAXED);
-	if (!links)
+	if (!uroce_ctx_polled_alone(ctx, now) || !has_links(ctx))
 		return false;
 	for (i = 0; i < nep; i++) {
 		if ((bell = uroce_shm_wait(ctx->ep[i], true)) == -2)
