@@ -164,6 +164,7 @@ struct uroce_sack {
 	uint32_t cwnd;
 	uint64_t base_rtt_ns, cc_next_ns, target_ns;
 	uint64_t last_rtt_ns;
+	uint64_t queue_rtt_ns; /* the smaller of the last two samples */
 	bool loss_mode;	 /* competing with a queue filler (sack.c) */
 	bool slow_start; /* from CC_INIT_PKTS until a long round trip */
 	uint8_t low_rtts;

@@ -73,6 +73,7 @@ int main(void)
 	qp->sk->cwnd = UROCE_WINDOW << 10;
 	qp->sk->base_rtt_ns = 0;
 	qp->sk->last_rtt_ns = 0;
+	qp->sk->queue_rtt_ns = 0;
 
 	/* delay mode, base 100 us, target 1.1 ms */
 	for (int i = 0; i < 3; i++)
@@ -98,6 +99,12 @@ int main(void)
 	w = pkts(qp);
 	loss(qp);
 	CHECK(pkts(qp) == w && !qp->sk->loss_mode, "a loss with short queues moved the window");
+
+	/* one long sample (a descheduled peer: CPU, not a queue) */
+	sample(qp, 3 * MS);
+	w = pkts(qp);
+	loss(qp);
+	CHECK(pkts(qp) == w, "a loss after one long sample moved the window to %u", pkts(qp));
 
 	/* a loss with a long queue: a decrease, once per episode, no mode */
 	sample(qp, 3 * MS);
@@ -150,6 +157,9 @@ int main(void)
 	sample(qp, 100 * US);
 	loss(qp); /* random loss, in loss mode too */
 	CHECK(pkts(qp) == w + 2, "loss mode: a loss with a short queue moved the window");
+	sample(qp, 3 * MS);
+	loss(qp);
+	CHECK(pkts(qp) == w + 2, "loss mode: a loss after one long sample moved the window");
 	sample(qp, 3 * MS);
 	loss(qp);
 	CHECK(pkts(qp) < w + 2, "loss mode: a loss with a long queue did not decrease");

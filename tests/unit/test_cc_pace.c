@@ -168,6 +168,9 @@ int main(void)
 	qp->sk->slow_start = false;
 	uroce_cc_rtt(qp, 3 * MS);
 	qp->sk->cc_next_ns = 0;
+	uroce_cc_rtt(qp, 3 * MS); /* two long samples: a long queue */
+	qp->sk->cwnd = 200 << 10;
+	qp->sk->cc_next_ns = 0;
 	qp->req.psn = 1000;
 	CHECK(uroce_cc_loss(qp), "a loss with a long queue: no decrease");
 	CHECK((qp->sk->cwnd >> 10) < 200, "no decrease");
