@@ -143,6 +143,8 @@ static void test_request_loss(void)
 	    {"the last packet", "drop_to=%B:1+9", 1, false},
 	    {"two holes", "drop_to=%B:1+3,drop_to=%B:1+5", 2, true},
 	    {"a burst of 3", "drop_to=%B:3+4", 3, true},
+	    /* nothing follows the burst: a tail loss probe finds it */
+	    {"a burst of 3 at the tail", "drop_to=%B:3+7", 3, false},
 	    {"a middle packet and the SACK", "drop_to=%B:1+5,drop_to=%A:1+1", 1, true},
 	    /* the 10th packet to B that survives the first drop: the resend
 	     * of the 6th - lost again, with nothing later to send (a tail
@@ -150,10 +152,10 @@ static void test_request_loss(void)
 	    {"a middle packet and its resend", "drop_to=%B:1+5,drop_to=%B:1+9", 2, true},
 	    {"the first ACK", "drop_to=%A:1+1", 0, false},
 	};
-	static const enum ibv_wr_opcode ops[] = {IBV_WR_RDMA_WRITE, IBV_WR_SEND,
-						 IBV_WR_SEND_WITH_IMM};
+	static const enum ibv_wr_opcode ops[] = {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
+						 IBV_WR_SEND, IBV_WR_SEND_WITH_IMM};
 
-	for (unsigned int k = 0; k < 3; k++)
+	for (unsigned int k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
 		for (unsigned int i = 0; i < sizeof(pat) / sizeof(pat[0]); i++) {
 			struct outcome r = run(ops[k], pat[i].spec, -1);
 			char what[64];
@@ -186,6 +188,7 @@ static void test_read_loss(void)
 					   "drop_to=%A:1+5",
 					   "drop_to=%A:1+9",
 					   "drop_to=%A:3+3",
+					   "drop_to=%A:3+7", /* the last three */
 					   "drop_to=%B:1+1",
 					   "drop_to=%A:1+3,drop_to=%A:1+6",
 					   "drop_to=%A:1+3,drop_to=%A:1+9"};
