@@ -696,19 +696,17 @@ static void rxl_bad(struct uroce_shm *s, struct shm_rxl *l, const char *why)
 }
 
 /* Deliver up to want records of l (rx_lock held); app: stop after one
- * that completed something (*done: uroce_shm_rx). */
-static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want, bool app, bool *done,
+ * that completed something (uroce_shm_rx). */
+static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want, bool app,
 		      uroce_shm_deliver_fn deliver, void (*udp_first)(struct uroce_ep *ep))
 {
 	struct shm_ring *r = l->r;
 	struct uroce_ep *ep = s->ep;
 	uint64_t head = l->head, size = l->size;
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-	unsigned long pushes = 0;
+	unsigned long pushes = uroce_cq_pushes();
 	int n = 0;
 
-	if (app && tail != head)
-		pushes = uroce_cq_pushes(); /* (a TLS access: not on an empty poll) */
 	while (n < want && tail != head) {
 		uint64_t avail = tail - head, off = head & (size - 1), need, bulk;
 		struct uroce_ipinfo ip = {.family = AF_INET, .sport = l->port, .dport = ep->port};
@@ -764,10 +762,8 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want, bool app
 			atomic_store_explicit(&r->head, head, memory_order_release);
 		}
 		n++;
-		if (app && uroce_cq_pushes() != pushes) {
-			*done = true;
+		if (app && uroce_cq_pushes() != pushes)
 			break;
-		}
 	}
 	if (head != l->head) { /* pads only */
 		__atomic_store_n(&l->head, head, __ATOMIC_RELAXED);
@@ -780,16 +776,20 @@ int uroce_shm_rx(struct uroce_ep *ep, int want, bool app, uroce_shm_deliver_fn d
 		 void (*udp_first)(struct uroce_ep *ep))
 {
 	struct uroce_shm *s = ep->shm;
-	bool done = false;
+	unsigned long pushes = uroce_cq_pushes();
 	int n = 0;
 
 	if (!s)
 		return 0;
 	if (want > SHM_RX_BURST)
 		want = SHM_RX_BURST;
-	for (struct shm_rxl *l = s->rx; l && n < want && !done; l = l->next)
-		if (!atomic_load_explicit(&l->bad, memory_order_relaxed))
-			n += ring_drain(s, l, want - n, app, &done, deliver, udp_first);
+	for (struct shm_rxl *l = s->rx; l && n < want; l = l->next) {
+		if (atomic_load_explicit(&l->bad, memory_order_relaxed))
+			continue;
+		n += ring_drain(s, l, want - n, app, deliver, udp_first);
+		if (app && uroce_cq_pushes() != pushes)
+			break;
+	}
 	return n;
 }
 
