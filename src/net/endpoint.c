@@ -1006,7 +1006,7 @@ static int poll_shm(struct uroce_ep *ep, int budget, bool app)
 
 	while (ep->shm && done < budget) {
 		int want = budget - done < RX_BATCH ? budget - done : RX_BATCH;
-		int n = uroce_shm_rx(ep, want, app, deliver_shm, shm_udp_first);
+		int n = uroce_shm_rx(ep, want, deliver_shm, shm_udp_first);
 
 		if (n <= 0)
 			break;

@@ -695,16 +695,14 @@ static void rxl_bad(struct uroce_shm *s, struct shm_rxl *l, const char *why)
 	shutdown(l->fd, SHUT_RDWR); /* the progress thread sees the hangup */
 }
 
-/* Deliver up to want records of l (rx_lock held); app: stop after one
- * that completed something (uroce_shm_rx). */
-static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want, bool app,
+/* Deliver up to want records of l (rx_lock held). */
+static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		      uroce_shm_deliver_fn deliver, void (*udp_first)(struct uroce_ep *ep))
 {
 	struct shm_ring *r = l->r;
 	struct uroce_ep *ep = s->ep;
 	uint64_t head = l->head, size = l->size;
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-	unsigned long pushes = uroce_cq_pushes();
 	int n = 0;
 
 	while (n < want && tail != head) {
@@ -762,8 +760,6 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want, bool app
 			atomic_store_explicit(&r->head, head, memory_order_release);
 		}
 		n++;
-		if (app && uroce_cq_pushes() != pushes)
-			break;
 	}
 	if (head != l->head) { /* pads only */
 		__atomic_store_n(&l->head, head, __ATOMIC_RELAXED);
@@ -772,24 +768,19 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want, bool app
 	return n;
 }
 
-int uroce_shm_rx(struct uroce_ep *ep, int want, bool app, uroce_shm_deliver_fn deliver,
+int uroce_shm_rx(struct uroce_ep *ep, int want, uroce_shm_deliver_fn deliver,
 		 void (*udp_first)(struct uroce_ep *ep))
 {
 	struct uroce_shm *s = ep->shm;
-	unsigned long pushes = uroce_cq_pushes();
 	int n = 0;
 
 	if (!s)
 		return 0;
 	if (want > SHM_RX_BURST)
 		want = SHM_RX_BURST;
-	for (struct shm_rxl *l = s->rx; l && n < want; l = l->next) {
-		if (atomic_load_explicit(&l->bad, memory_order_relaxed))
-			continue;
-		n += ring_drain(s, l, want - n, app, deliver, udp_first);
-		if (app && uroce_cq_pushes() != pushes)
-			break;
-	}
+	for (struct shm_rxl *l = s->rx; l && n < want; l = l->next)
+		if (!atomic_load_explicit(&l->bad, memory_order_relaxed))
+			n += ring_drain(s, l, want - n, deliver, udp_first);
 	return n;
 }
 

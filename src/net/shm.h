@@ -43,12 +43,10 @@ bool uroce_shm_dst_local(const struct uroce_ctx *ctx, struct in_addr a);
 /* Receive path (rx_lock held): up to want packets from ep's rings, each
  * handed to deliver.  A link's first record comes after what its sender
  * sent over UDP: udp_first is called before it is delivered, to keep the
- * order.  app (an application's poll): stop after a packet that pushed a
- * completion - the application answers it before the records behind it
- * (a ping-pong's ACK) are handled.  Returns how many. */
+ * order.  Returns how many. */
 typedef void (*uroce_shm_deliver_fn)(struct uroce_ep *ep, uint8_t *data, size_t len,
 				     const struct uroce_ipinfo *ip);
-int uroce_shm_rx(struct uroce_ep *ep, int want, bool app, uroce_shm_deliver_fn deliver,
+int uroce_shm_rx(struct uroce_ep *ep, int want, uroce_shm_deliver_fn deliver,
 		 void (*udp_first)(struct uroce_ep *ep));
 /* Should this poll read the UDP socket too (rx_lock held)?  While ep has
  * shared-memory peers, a polling loop reads it only every 20 us, or while
