@@ -90,7 +90,7 @@ enum {
 	/* flags bits 16-31: a bulk record's bytes behind the packet, in
 	 * SHM_ALIGN units (0: none) */
 	SHM_REC_BULK_SHIFT = 16,
-	SHM_MAX_BULK = 2 << 20, /* bytes; a quarter of the ring */
+	SHM_MAX_BULK = 2 << 20, /* bytes */
 	SHM_HASH = 64,
 	SHM_MAX_PENDING = 64,
 	SHM_RX_BURST = 16,   /* records per batch: one ACK flush, as one recvmmsg */
@@ -547,7 +547,7 @@ static void txl_reply(struct shm_txl *l)
 }
 
 /* Append one record: 0, -ENOSPC (full), -EAGAIN (a bulk record that
- * would leave less than half the ring free: send the record alone) or -EIO
+ * would leave less than an eighth of the ring free: send the record alone) or -EIO
  * (the receiver has written nonsense into head).  bulk[nbulk]: a pull
  * record's bytes (total), copied behind the packet. */
 static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void *buf, size_t len,
@@ -572,8 +572,10 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 			return -EIO;
 		l->head = head;
 		/* bulk bytes are an option (the receiver can pull them
-		 * instead): they never take the second half of the ring */
-		if (tail + pad + need - head > (total ? size / 2 : size))
+		 * instead): they never take the ring's last eighth, kept for
+		 * packets.  A QP has at most UR_SACK_WIN PSNs of pulls in
+		 * flight (4 MiB at MTU 4096): one stream always fits. */
+		if (tail + pad + need - head > (total ? size - size / 8 : size))
 			return total ? -EAGAIN : -ENOSPC;
 	}
 	if (pad) {
