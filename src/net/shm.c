@@ -76,9 +76,11 @@
 #include "transport/pkt.h"
 
 enum {
-	SHM_MAGIC = 0x5552534d,	  /* "URSM" */
-	SHM_VERSION = 3,	  /* 2: the hello offers pulls; 3: bulk records */
-	SHM_RING_BYTES = 8 << 20, /* as a socket buffer: the RC budget fits (rc.h) */
+	SHM_MAGIC = 0x5552534d, /* "URSM" */
+	SHM_VERSION = 3,	/* 2: the hello offers pulls; 3: bulk records */
+	/* twice a socket buffer: the RC budget fits (rc.h) in the half that
+	 * bulk records leave to packets */
+	SHM_RING_BYTES = 16 << 20,
 	SHM_MIN_RING = 1 << 16,
 	SHM_MAX_RING = 1 << 26,
 	SHM_ALIGN = 64,
@@ -547,7 +549,7 @@ static void txl_reply(struct shm_txl *l)
 }
 
 /* Append one record: 0, -ENOSPC (full), -EAGAIN (a bulk record that
- * would leave less than an eighth of the ring free: send the record alone) or -EIO
+ * would leave less than half the ring free: send the record alone) or -EIO
  * (the receiver has written nonsense into head).  bulk[nbulk]: a pull
  * record's bytes (total), copied behind the packet. */
 static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void *buf, size_t len,
@@ -572,10 +574,11 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 			return -EIO;
 		l->head = head;
 		/* bulk bytes are an option (the receiver can pull them
-		 * instead): they never take the ring's last eighth, kept for
-		 * packets.  A QP has at most UR_SACK_WIN PSNs of pulls in
-		 * flight (4 MiB at MTU 4096): one stream always fits. */
-		if (tail + pad + need - head > (total ? size - size / 8 : size))
+		 * instead): they never take the second half of the ring, the
+		 * packets' (a full ring drops them).  A QP has at most
+		 * UR_SACK_WIN PSNs of pulls in flight (4 MiB at MTU 4096): one
+		 * stream always fits in the first half. */
+		if (tail + pad + need - head > (total ? size / 2 : size))
 			return total ? -EAGAIN : -ENOSPC;
 	}
 	if (pad) {
