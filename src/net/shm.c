@@ -76,9 +76,11 @@
 #include "transport/pkt.h"
 
 enum {
-	SHM_MAGIC = 0x5552534d,	  /* "URSM" */
-	SHM_VERSION = 2,	  /* 2: the hello offers pulls (uroce_shm_pull) */
-	SHM_RING_BYTES = 8 << 20, /* as a socket buffer: the RC budget fits (rc.h) */
+	SHM_MAGIC = 0x5552534d, /* "URSM" */
+	SHM_VERSION = 3,	/* 2: the hello offers pulls; 3: bulk records */
+	/* twice a socket buffer: the RC budget fits (rc.h) in the half that
+	 * bulk records leave to packets */
+	SHM_RING_BYTES = 16 << 20,
 	SHM_MIN_RING = 1 << 16,
 	SHM_MAX_RING = 1 << 26,
 	SHM_ALIGN = 64,
@@ -87,6 +89,10 @@ enum {
 	SHM_PAD = 0xffffffffu,
 	SHM_REC_FIRST = 1, /* the link's first record: UDP packets came before */
 	SHM_REC_NOCRC = 2, /* the sender did not compute the ICRC */
+	/* flags bits 16-31: a bulk record's bytes behind the packet, in
+	 * SHM_ALIGN units (0: none) */
+	SHM_REC_BULK_SHIFT = 16,
+	SHM_MAX_BULK = 2 << 20, /* bytes */
 	SHM_HASH = 64,
 	SHM_MAX_PENDING = 64,
 	SHM_RX_BURST = 16,   /* records per batch: one ACK flush, as one recvmmsg */
@@ -198,6 +204,19 @@ struct uroce_shm {
 static uint64_t align_up(uint64_t n)
 {
 	return (n + SHM_ALIGN - 1) & ~(uint64_t)(SHM_ALIGN - 1);
+}
+
+/* UROCE_SHM_BULK=0: pull records never carry their bytes (measurements) */
+static bool bulk_wanted(void)
+{
+	static int on = -1;
+
+	if (on < 0) {
+		const char *v = getenv("UROCE_SHM_BULK");
+
+		on = !(v && !strcmp(v, "0"));
+	}
+	return on;
 }
 
 static bool shm_wanted(void)
@@ -529,20 +548,23 @@ static void txl_reply(struct shm_txl *l)
 	ur_dbg("shm: port %u -> %u over shared memory", l->o.s->ep->port, l->port);
 }
 
-/* Append one record: 0, -ENOSPC (full) or -EIO (the receiver has
- * written nonsense into head). */
+/* Append one record: 0, -ENOSPC (full), -EAGAIN (a bulk record that
+ * would leave less than half the ring free: send the record alone) or -EIO
+ * (the receiver has written nonsense into head).  bulk[nbulk]: a pull
+ * record's bytes (total), copied behind the packet. */
 static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void *buf, size_t len,
-		    bool crc)
+		    bool crc, const struct iovec *bulk, int nbulk, uint64_t total)
 {
 	struct shm_ring *r = l->r;
 	uint64_t head = l->head;
 	uint64_t tail = l->tail, size = l->size, off = tail & (size - 1), pad = 0;
-	uint64_t need = align_up(sizeof(struct shm_rec) + len);
+	uint64_t pext = align_up(sizeof(struct shm_rec) + len), need = pext + align_up(total);
 	struct shm_rec h = {.len = (uint32_t)len,
 			    .src = ip->src.v4.s_addr,
 			    .dst = ip->dst.v4.s_addr,
 			    .flags = (l->used ? 0 : SHM_REC_FIRST) | (crc ? 0 : SHM_REC_NOCRC) |
-				     (uint32_t)ip->tos << 8};
+				     (uint32_t)ip->tos << 8 |
+				     (uint32_t)(align_up(total) / SHM_ALIGN) << SHM_REC_BULK_SHIFT};
 
 	if (off + need > size)
 		pad = size - off;
@@ -551,8 +573,13 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 		if (tail - head > size || head % SHM_ALIGN)
 			return -EIO;
 		l->head = head;
-		if (tail + pad + need - head > size)
-			return -ENOSPC;
+		/* bulk bytes are an option (the receiver can pull them
+		 * instead): they never take the second half of the ring, the
+		 * packets' (a full ring drops them).  A QP has at most
+		 * UR_SACK_WIN PSNs of pulls in flight (4 MiB at MTU 4096): one
+		 * stream always fits in the first half. */
+		if (tail + pad + need - head > (total ? size / 2 : size))
+			return total ? -EAGAIN : -ENOSPC;
 	}
 	if (pad) {
 		struct shm_rec p = {.len = SHM_PAD};
@@ -563,6 +590,9 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 	}
 	memcpy(r->data + off, &h, sizeof(h));
 	memcpy(r->data + off + sizeof(h), buf, crc ? len : len - UR_ICRC_BYTES);
+	for (uint64_t i = 0, at = 0; i < (uint64_t)nbulk && at < total; at += bulk[i++].iov_len)
+		memcpy(r->data + off + pext + at, bulk[i].iov_base,
+		       bulk[i].iov_len < total - at ? bulk[i].iov_len : total - at);
 	l->tail = tail + need;
 	l->used = true;
 	atomic_store_explicit(&r->tail, l->tail, memory_order_release);
@@ -623,7 +653,21 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t 
 		pthread_mutex_unlock(&ep->tx_lock);
 		return pull; /* (dropped: the requester's retry sends it again) */
 	}
-	err = ring_put(l, ip, buf, len, crc);
+	err = -EAGAIN;
+	if (pull && l->pull) {
+		/* a pull record (pull.c) takes the bytes it names along, if
+		 * the ring has room: the receiver copies them out with memcpy,
+		 * not with process_vm_readv (docs/design.md, "Bulk records");
+		 * the requester holds mr_lock, so the memory is registered */
+		struct iovec iov[UROCE_MAX_SGE];
+		uint64_t total;
+		int n = uroce_pull_desc_own(buf, len, iov, &total);
+
+		if (n > 0 && total <= SHM_MAX_BULK && bulk_wanted())
+			err = ring_put(l, ip, buf, len, crc, iov, n, total);
+	}
+	if (err == -EAGAIN)
+		err = ring_put(l, ip, buf, len, crc, NULL, 0, 0);
 	if (err == -EIO) {
 		ur_warn("shm: the ring to port %u is corrupt: dropping the link", l->port);
 		uroce_count(ctx, shm_bad, 1);
@@ -667,8 +711,9 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 	int n = 0;
 
 	while (n < want && tail != head) {
-		uint64_t avail = tail - head, off = head & (size - 1), need;
+		uint64_t avail = tail - head, off = head & (size - 1), need, bulk;
 		struct uroce_ipinfo ip = {.family = AF_INET, .sport = l->port, .dport = ep->port};
+		struct uroce_pull_src ps;
 		struct shm_rec h;
 
 		if (avail > size || avail % SHM_ALIGN) {
@@ -685,19 +730,28 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 			continue;
 		}
 		need = align_up(sizeof(h) + (uint64_t)h.len);
-		if (h.len < SHM_MIN_PKT || h.len > SHM_MAX_PKT || need > avail ||
-		    off + need > size) {
+		bulk = (uint64_t)(h.flags >> SHM_REC_BULK_SHIFT) * SHM_ALIGN;
+		if (h.len < SHM_MIN_PKT || h.len > SHM_MAX_PKT || bulk > SHM_MAX_BULK ||
+		    need + bulk > avail || off + need + bulk > size || (bulk && !l->pull.pid)) {
 			rxl_bad(s, l, "record length");
 			break;
 		}
+		/* the headers out of the ring before they are parsed; a bulk
+		 * record's bytes stay there (their head moves past them after
+		 * the transport copied them, or not, from the ring) */
 		memcpy(s->buf, r->data + off + sizeof(h), h.len);
-		head += need;
-		__atomic_store_n(&l->head, head, __ATOMIC_RELAXED); /* uroce_shm_sleep reads it */
-		atomic_store_explicit(&r->head, head, memory_order_release);
+		ps = l->pull;
+		ps.ring = bulk ? r->data + off + need : NULL;
+		ps.ring_len = bulk;
+		head += need + bulk;
+		if (!bulk) {
+			__atomic_store_n(&l->head, head, __ATOMIC_RELAXED); /* uroce_shm_sleep */
+			atomic_store_explicit(&r->head, head, memory_order_release);
+		}
 		ip.src.v4.s_addr = h.src;
 		ip.tos = (uint8_t)(h.flags >> 8);
 		ip.dst.v4.s_addr = h.dst;
-		ip.pull = l->pull.pid ? &l->pull : NULL;
+		ip.pull = l->pull.pid ? &ps : NULL;
 		uroce_count(ep->ctx, shm_rx, 1);
 		uroce_count(ep->ctx, rx_pkts, 1);
 		uroce_count(ep->ctx, rx_bytes, h.len);
@@ -706,6 +760,10 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		if ((h.flags & SHM_REC_NOCRC) && ep->ctx->pcap)
 			uroce_icrc_stamp(&ip, s->buf, h.len); /* as a capture shows it */
 		deliver(ep, s->buf, h.len, &ip);
+		if (bulk) {
+			__atomic_store_n(&l->head, head, __ATOMIC_RELAXED);
+			atomic_store_explicit(&r->head, head, memory_order_release);
+		}
 		n++;
 	}
 	if (head != l->head) { /* pads only */
@@ -1185,6 +1243,21 @@ int uroce_shm_pull(struct uroce_ctx *ctx, const struct uroce_pull_src *src, cons
 
 	if (!src->pid || ndst < 1 || nfrom < 1 || ndst > UROCE_MAX_SGE || nfrom > UROCE_MAX_SGE)
 		return -EINVAL;
+	if (src->ring) {
+		/* a bulk record: the bytes are in the ring, as the sender
+		 * copied them (a peer that changes them meanwhile changes only
+		 * its own message's data); the caller validated dst */
+		if (total > src->ring_len) {
+			uroce_count(ctx, shm_pull_fail, 1);
+			return -EFAULT;
+		}
+		for (size_t i = 0, at = 0; i < (size_t)ndst && at < total; at += dst[i++].iov_len)
+			memcpy(dst[i].iov_base, src->ring + at,
+			       dst[i].iov_len < total - at ? dst[i].iov_len : total - at);
+		uroce_count(ctx, shm_pull, 1);
+		uroce_count(ctx, shm_pull_bytes, total);
+		return 0;
+	}
 	memcpy(loc, dst, sizeof(*dst) * (size_t)ndst);
 	memcpy(rem, from, sizeof(*from) * (size_t)nfrom);
 	/* the nonce last: the process read is the one that owns the link

@@ -98,8 +98,13 @@ uint32_t uroce_pull_min(void);
 /* May a packet to ip name our memory: is its link up, and did the
  * receiver show at the handshake that it can read our memory? */
 bool uroce_shm_pull_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip);
+/* Our own pull record buf (len bytes): the pieces of our memory it names
+ * (up to UROCE_MAX_SGE) and their bytes; -1 when it is not one.  The ring
+ * may carry those bytes behind the record (shm.c, "bulk"). */
+int uroce_pull_desc_own(uint8_t *buf, size_t len, struct iovec *iov, uint64_t *total);
 /* Copy total bytes from the pieces from[] of src's memory into dst[] with
- * one process_vm_readv.  0, or -errno: -EFAULT (a bad range, or short),
+ * one process_vm_readv - or, when the record brought them (src->ring), from
+ * the ring.  0, or -errno: -EFAULT (a bad range, or short),
  * -ESRCH (gone, or the pid names another process now), -EPERM; counted. */
 struct iovec;
 struct uroce_pull_src;

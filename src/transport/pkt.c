@@ -70,6 +70,7 @@ int uroce_pkt_parse(struct uroce_pkt *pkt, uint8_t *buf, size_t len)
 	pkt->paylen = body - pad;
 	pkt->placed = false;
 	pkt->pull.pid = 0;
+	pkt->pull.ring = NULL;
 	return 0;
 }
 

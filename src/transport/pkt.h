@@ -192,6 +192,10 @@ struct uroce_pkt {
 	struct uroce_pull_src {
 		int32_t pid;
 		uint64_t nonce_va, nonce; /* read with the payload: the same process */
+		/* the message's bytes came in the ring record, behind the
+		 * packet (shm.c "bulk"): copied from here, not the peer */
+		const uint8_t *ring;
+		uint64_t ring_len;
 	} pull;
 };
 

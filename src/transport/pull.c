@@ -116,6 +116,28 @@ int uroce_pull_desc_get(const struct uroce_qp *qp, const struct uroce_pkt *pkt, 
 	return (int)h.niov;
 }
 
+int uroce_pull_desc_own(uint8_t *buf, size_t len, struct iovec *iov, uint64_t *total)
+{
+	struct uroce_pkt pkt;
+	struct pull_hdr h;
+
+	/* our own packet (pull_pkt_xmit, read_resp_pull): only read back */
+	if (uroce_pkt_parse(&pkt, buf, len) || pkt.paylen < sizeof(h))
+		return -1;
+	memcpy(&h, pkt.payload, sizeof(h));
+	if (h.magic != PULL_MAGIC || !h.niov || h.niov > UROCE_MAX_SGE ||
+	    pkt.paylen != uroce_pull_desc_len((int)h.niov))
+		return -1;
+	for (uint32_t i = 0; i < h.niov; i++) {
+		struct pull_iov v;
+
+		memcpy(&v, pkt.payload + sizeof(h) + (size_t)i * sizeof(v), sizeof(v));
+		iov[i] = (struct iovec){(void *)(uintptr_t)v.va, (size_t)v.len};
+	}
+	*total = h.total;
+	return (int)h.niov;
+}
+
 int uroce_pull_to_sge(struct uroce_qp *qp, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
 		      uint32_t off, const struct uroce_pkt *pkt, const struct iovec *src, int nsrc,
 		      uint64_t total)

@@ -268,16 +268,19 @@ static bool pull_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t ps
 	struct uroce_pkt pkt;
 	int n;
 
+	/* held through the send: the ring may take the bytes along (shm.c) */
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	n = uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, 0, w->length, false, iov,
 			  UROCE_MAX_SGE);
-	pthread_rwlock_unlock(&qp->ctx->mr_lock);
-	if (!n || uroce_pull_desc_len(n) > qp->mtu)
+	if (!n || uroce_pull_desc_len(n) > qp->mtu) {
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		return false; /* an error shows packet by packet; ODP memory */
+	}
 	data_pkt_hdr(qp, w, &pkt, buf, psn, uroce_pull_desc_len(n), true, true, true);
 	uroce_pull_desc_put(pkt.payload, npsn, iov, n);
 	pkt.bth[4] |= UR_BTH4_PULL;
 	uroce_qp_xmit(qp, &pkt);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	if (qp->sk) {
 		/* selective repeat: each PSN it stands for was sent, and is
 		 * sent again as a packet if a selective ACK shows it missing */

@@ -398,15 +398,17 @@ static bool read_resp_pull(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint3
 	if (mr && !mr->odp && uroce_pd_same(mr->ibmr.pd, resp_pd(qp)) &&
 	    (mr->access & IBV_ACCESS_REMOTE_READ))
 		src = uroce_mr_ptr(mr, va, len);
-	pthread_rwlock_unlock(&qp->ctx->mr_lock);
-	if (!src)
+	if (!src) {
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		return false;
+	}
 	uroce_pkt_init(&pkt, buf, UR_OPC_READ_RESP_ONLY | qp->tr, qp->attr.dest_qp_num, psn,
 		       uroce_pull_desc_len(1));
 	ur_aeth_set(&pkt, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.msn);
 	uroce_pull_desc_put(pkt.payload, n, &(struct iovec){src, len}, 1);
 	pkt.bth[4] |= UR_BTH4_PULL;
-	uroce_qp_xmit(qp, &pkt);
+	uroce_qp_xmit(qp, &pkt); /* mr_lock held: the ring may take the bytes (shm.c) */
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	return true;
 }
 

@@ -15,8 +15,12 @@
  *    range that is not mapped (the pull fails, is counted, the QP lives on
  *    and the sender is told to stop pulling), a description longer than the
  *    RETH, a PSN count that does not match, a RETH outside the MR, the flag
- *    on a packet that is not an ONLY: nothing is written anywhere, and the
- *    victim only drops or NAKs that peer's message.
+ *    on a packet that is not an ONLY, a bulk record (the bytes in the ring,
+ *    shm.c) shorter than its description: nothing is written anywhere, and
+ *    the victim only drops or NAKs that peer's message.
+ *
+ * Run as is (the pulled bytes travel in the ring's bulk records) and with
+ * UROCE_SHM_BULK=0 (process_vm_readv).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -256,21 +260,24 @@ static void test_ops(void)
 
 enum { R_TAIL = 128, R_DATA = 256, REC_NOCRC = 2 };
 
-enum hostile { H_UNMAPPED, H_LONGER, H_NPKTS, H_OUTSIDE, H_NOT_ONLY, H_COUNT };
+enum hostile { H_UNMAPPED, H_LONGER, H_NPKTS, H_OUTSIDE, H_NOT_ONLY, H_BULK_SHORT, H_COUNT };
 
 static const char *const hostile_name[] = {
     "a source range that is not mapped", "a description longer than the RETH",
-    "a PSN count that does not match", "a RETH outside the MR", "the flag on a WRITE FIRST"};
+    "a PSN count that does not match",	 "a RETH outside the MR",
+    "the flag on a WRITE FIRST",	 "a bulk record shorter than its description"};
 
-/* Append one record holding pkt to B's ring from A (A sends nothing
- * meanwhile: the test owns the tail). */
-static bool inject(struct pair *p, const uint8_t *pkt, uint32_t len)
+/* Append one record holding pkt (and bulk bytes of a pattern behind it:
+ * a bulk record, shm.c) to B's ring from A (A sends nothing meanwhile: the
+ * test owns the tail). */
+static bool inject(struct pair *p, const uint8_t *pkt, uint32_t len, uint32_t bulk)
 {
 	uint16_t aport = to_uctx(p->a.ctx)->ep[0]->port;
 	size_t maplen = 0;
 	uint8_t *r = NULL;
 	uint64_t tail, size, off;
-	uint32_t h[4] = {len, htonl(0x7f000001), htonl(0x7f000001), REC_NOCRC};
+	uint32_t h[4] = {len, htonl(0x7f000001), htonl(0x7f000001), REC_NOCRC | (bulk / 64) << 16};
+	uint32_t ext = (16 + len + 63) & ~63u;
 
 	/* (B answers the hello before it lists the link) */
 	for (int i = 0; i < 2000 && !r; i++)
@@ -281,13 +288,14 @@ static bool inject(struct pair *p, const uint8_t *pkt, uint32_t len)
 	size = maplen - R_DATA;
 	memcpy(&tail, r + R_TAIL, 8);
 	off = tail & (size - 1);
-	if (off + 16 + len > size) { /* (never at this point of a fresh ring) */
+	if (off + ext + bulk > size) { /* (never at this point of a fresh ring) */
 		munmap(r, maplen);
 		return false;
 	}
 	memcpy(r + R_DATA + off, h, 16);
 	memcpy(r + R_DATA + off + 16, pkt, len);
-	tail += (16 + len + 63) & ~63u;
+	memset(r + R_DATA + off + ext, 0x5a, bulk);
+	tail += ext + bulk;
 	__atomic_store_n((uint64_t *)(void *)(r + R_TAIL), tail, __ATOMIC_RELEASE);
 	munmap(r, maplen);
 	return true;
@@ -334,31 +342,32 @@ static void test_hostile(void)
 		guard(&p.b);
 		fail0 = CNT(&p.b, shm_pull_fail);
 		drop0 = CNT(&p.b, shm_pull);
-		CHECK(inject(&p, buf, pkt.len), "variant %d (%s): injected", v, hostile_name[v]);
+		CHECK(inject(&p, buf, pkt.len, v == H_BULK_SHORT ? 4096 : 0),
+		      "variant %d (%s): injected", v, hostile_name[v]);
 		for (int i = 0; i < 20; i++) { /* B's progress thread may take it too */
 			uroce_ep_poll(to_uctx(p.b.ctx)->ep[0], 64);
 			usleep(1000);
 		}
 		CHECK(!memcmp(p.b.buf, guard_b, BUF), "variant %d: nothing written", v);
 		CHECK(CNT(&p.b, shm_pull) == drop0, "variant %d: nothing pulled", v);
-		if (v == H_UNMAPPED)
+		if (v == H_UNMAPPED || v == H_BULK_SHORT)
 			CHECK(CNT(&p.b, shm_pull_fail) == fail0 + 1,
 			      "variant %d: the failure counted", v);
 		CHECK(!ibv_query_qp(p.qb, &qa, IBV_QP_STATE, &ia), "variant %d: B's QP", v);
 		/* a pull that fails is a lost packet; a malformed request is
 		 * NAKed as over UDP and ends that peer's QP (IBTA 9.9.3.1) */
-		if (v == H_UNMAPPED || v == H_NOT_ONLY)
+		if (v == H_UNMAPPED || v == H_NOT_ONLY || v == H_BULK_SHORT)
 			CHECK(qa.qp_state == IBV_QPS_RTS, "variant %d: B's QP lives on: %d", v,
 			      qa.qp_state);
 		else
 			CHECK(qa.qp_state == IBV_QPS_ERR || qa.qp_state == IBV_QPS_RTS,
 			      "variant %d: B's QP state %d", v, qa.qp_state);
-		if (v == H_UNMAPPED || v == H_NOT_ONLY) {
+		if (v == H_UNMAPPED || v == H_NOT_ONLY || v == H_BULK_SHORT) {
 			/* the ring's tail is ours now: A's next record breaks the link,
 			 * the WRITEs go over UDP or a new link */
 			CHECK(write_stream(&p, 8, 32768, 30u + (unsigned)v),
 			      "variant %d: later WRITEs complete with the right data", v);
-			if (v == H_UNMAPPED)
+			if (v == H_UNMAPPED || v == H_BULK_SHORT)
 				CHECK(to_uqp(p.qa)->req.pull_off ||
 					  CNT(&p.a, shm_bad) + CNT(&p.b, shm_bad),
 				      "variant %d: A was told to stop pulling", v);
