@@ -852,6 +852,8 @@ bool uroce_ctx_wait_acks(struct uroce_ctx *ctx)
 		if (bell >= 0)
 			pfd[npfd++] = (struct pollfd){.fd = bell, .events = POLLIN};
 	}
+	/* not while owing ACKs: the peer may be waiting for them too */
+	uroce_ctx_send_owed_acks(ctx, false);
 	uroce_count(ctx, app_waits, 1);
 	poll(pfd, (nfds_t)npfd, UROCE_WAIT_MS);
 	for (int i = 0; i < nep; i++)
