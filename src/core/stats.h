@@ -92,7 +92,7 @@
 	X(prog_wakeups, "progress_wakeups",                                                        \
 	  "progress thread: sleeps in epoll_wait ended by an event")                               \
 	X(prog_busy_waits, "progress_busy_waits",                                                  \
-	  "progress thread: woken by a socket another thread was reading; kept away for 200 us")  \
+	  "progress thread: woken by a socket another thread was reading; waited 200 us")          \
 	X(prog_spin_rx, "progress_spin_batches",                                                   \
 	  "progress thread: receive batches found spinning")                                       \
 	X(prog_coloc_sleeps, "progress_coloc_sleeps",                                              \
