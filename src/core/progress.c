@@ -288,6 +288,29 @@ static void spin(struct uroce_ctx *ctx, struct spin_learn *l)
 	}
 }
 
+/* Woken by a socket that another thread is reading (its receive path
+ * taken: an application in ibv_poll_cq).  epoll_wait is level-triggered,
+ * so going back to it reported the same datagram again until that thread
+ * had read it: a stream's requester, whose application sends the window
+ * refills of an ACK under the receive path (hundreds of microseconds across
+ * veth, its poll stamp ageing past UROCE_APP_POLL_GAP_NS meanwhile), woke
+ * its thread 5-19 times per ACK received (~125,000 times a second, every
+ * wakeup a failed trylock).  The reader is an active application: stay out
+ * of its way as for a poller, for one gap, watching only the eventfd. */
+static void busy_wait(struct uroce_ctx *ctx, uint64_t t)
+{
+	uint64_t now = uroce_now_ns(), ns = UROCE_APP_POLL_GAP_NS;
+
+	if (t && t <= now)
+		return;
+	if (t && t - now < ns)
+		ns = t - now;
+	uroce_count(ctx, prog_busy_waits, 1);
+	atomic_store(&ctx->prog_grace, true); /* uroce_app_sleeps wakes it */
+	wake_events(ctx, ns);
+	atomic_store(&ctx->prog_grace, false);
+}
+
 static void *progress_main(void *arg)
 {
 	struct uroce_ctx *ctx = arg;
@@ -297,6 +320,7 @@ static void *progress_main(void *arg)
 	while (!atomic_load(&ctx->stop)) {
 		uint64_t t = atomic_load(&ctx->timer_ns), now = uroce_now_ns(), grace;
 		int timeout = -1, n, got = 0;
+		bool busy = false;
 
 		if (t) {
 			if (t <= now) {
@@ -348,6 +372,8 @@ static void *progress_main(void *arg)
 		if (n > 0)
 			uroce_count(ctx, prog_wakeups, 1);
 		for (int i = 0; i < n; i++) {
+			int r;
+
 			if (ev[i].data.ptr == NULL) {
 				drain_wake(ctx);
 				continue;
@@ -356,7 +382,15 @@ static void *progress_main(void *arg)
 				uroce_shm_event(ctx, ev[i].data.ptr, ev[i].events);
 				continue;
 			}
-			got += uroce_ep_poll(ev[i].data.ptr, 256);
+			r = uroce_ep_poll_woken(ev[i].data.ptr, 256);
+			if (r < 0)
+				busy = true;
+			else
+				got += r;
+		}
+		if (!got && busy) {
+			busy_wait(ctx, t);
+			continue;
 		}
 		if (got && spin_skip(&learn))
 			uroce_count(ctx, prog_coloc_sleeps, 1);

@@ -91,6 +91,8 @@
 #define UROCE_PROG_COUNTERS(X)                                                                     \
 	X(prog_wakeups, "progress_wakeups",                                                        \
 	  "progress thread: sleeps in epoll_wait ended by an event")                               \
+	X(prog_busy_waits, "progress_busy_waits",                                                  \
+	  "progress thread: woken by a socket another thread was reading; waited 200 us")          \
 	X(prog_spin_rx, "progress_spin_batches",                                                   \
 	  "progress thread: receive batches found spinning")                                       \
 	X(prog_coloc_sleeps, "progress_coloc_sleeps",                                              \

@@ -703,6 +703,9 @@ int uroce_ep_poll_app(struct uroce_ep *ep, int budget);
 /* The progress thread's spin: as uroce_ep_poll, but while ep has
  * same-host peers the UDP socket is read only now and then (shm.h). */
 int uroce_ep_poll_spin(struct uroce_ep *ep, int budget);
+/* As uroce_ep_poll, for the progress thread woken by ep's socket: -EBUSY
+ * when another thread holds ep's receive path (it is reading the socket). */
+int uroce_ep_poll_woken(struct uroce_ep *ep, int budget);
 /* True while this thread runs the receive path for uroce_ep_poll_app. */
 bool uroce_ep_deferring_acks(void);
 /* Send the ACKs deferred on ep (wait: block for its rx_lock, else skip it

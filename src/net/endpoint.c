@@ -852,6 +852,8 @@ bool uroce_ctx_wait_acks(struct uroce_ctx *ctx)
 		if (bell >= 0)
 			pfd[npfd++] = (struct pollfd){.fd = bell, .events = POLLIN};
 	}
+	/* not while owing ACKs: the peer may be waiting for them too */
+	uroce_ctx_send_owed_acks(ctx, false);
 	uroce_count(ctx, app_waits, 1);
 	poll(pfd, (nfds_t)npfd, UROCE_WAIT_MS);
 	for (int i = 0; i < nep; i++)
@@ -1027,7 +1029,7 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp)
 	int done = 0, released = 0;
 
 	if (pthread_mutex_trylock(&ep->rx_lock))
-		return 0; /* another thread is draining this socket */
+		return -EBUSY; /* another thread is draining this socket */
 	deferring_acks = app;
 	done = poll_shm(ep, budget, app);
 	if (every_udp || uroce_shm_udp_due(ep))
@@ -1046,17 +1048,28 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp)
 
 int uroce_ep_poll(struct uroce_ep *ep, int budget)
 {
+	int n = ep_poll(ep, budget, false, true);
+
+	return n < 0 ? 0 : n;
+}
+
+int uroce_ep_poll_woken(struct uroce_ep *ep, int budget)
+{
 	return ep_poll(ep, budget, false, true);
 }
 
 int uroce_ep_poll_spin(struct uroce_ep *ep, int budget)
 {
-	return ep_poll(ep, budget, false, false);
+	int n = ep_poll(ep, budget, false, false);
+
+	return n < 0 ? 0 : n;
 }
 
 int uroce_ep_poll_app(struct uroce_ep *ep, int budget)
 {
-	return ep_poll(ep, budget, true, false);
+	int n = ep_poll(ep, budget, true, false);
+
+	return n < 0 ? 0 : n;
 }
 
 /* Tests and fuzzing (tests/fuzz/fuzz_rx.c, tests/unit/test_hostile.c): one

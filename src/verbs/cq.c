@@ -429,6 +429,17 @@ void uroce_cq_drive(struct uroce_cq *cq)
 		cq_wait_begin(&wait, now);
 		return;
 	}
+	/* A stream's sender with a window in flight sleeps on its sockets for
+	 * the next ACK at once rather than after the spin: its CQ cannot fill
+	 * before that ACK, a window away (uroce_ctx_wait_acks).  Measured
+	 * against the wait after 20 us (docs/design.md, "Where uroce's extra
+	 * CPU per GB goes"): 11-33% less CPU per GB on loopback and veth. */
+	if (now - wait.since <= wait.yield_ns && uroce_ctx_wait_acks(ctx)) {
+		if (!armed)
+			atomic_store_explicit(&ctx->app_poll_ns, uroce_now_ns(),
+					      memory_order_relaxed);
+		return;
+	}
 	if (now - wait.since > UROCE_POLL_YIELD_NS)
 		uroce_ctx_send_owed_acks(ctx, false);
 	if (now - wait.since > wait.yield_ns) {
