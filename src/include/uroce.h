@@ -104,6 +104,9 @@ struct uroce_shm;   /* same-host shared-memory wire, src/net/shm.c */
 struct uroce_ep {
 	struct uroce_ctx *ctx;
 	int fd;
+	uint16_t port; /* host order */
+	bool std;      /* standard-port mode: addr:4791, QPN = slot index */
+	int nqp;
 	/* Native mode on a device with one IPv4 address: fd is bound to that
 	 * address (fast_addr), so its reads carry no IP_PKTINFO and its sends
 	 * none either; fd_any, bound to the wildcard address on the same
@@ -113,9 +116,6 @@ struct uroce_ep {
 	int fd_any;
 	struct in_addr fast_addr;
 	unsigned int any_looks; /* polls since fd_any was last read */
-	uint16_t port; /* host order */
-	bool std;      /* standard-port mode: addr:4791, QPN = slot index */
-	int nqp;
 	/* Written under ctx->lock; read by the receive path under rx_lock.
 	 * Destroying a QP clears its slot, then takes rx_lock once, so no
 	 * receive batch still uses the QP when it is freed.  Native: 256
