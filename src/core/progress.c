@@ -415,9 +415,7 @@ int uroce_progress_start(struct uroce_ctx *ctx)
 	    epoll_ctl(ctx->wake_epfd, EPOLL_CTL_ADD, ctx->wake_fd, &ev))
 		goto err;
 	for (int i = 0; i < ctx->nep; i++) {
-		struct epoll_event e = {.events = EPOLLIN, .data.ptr = ctx->ep[i]};
-
-		if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->ep[i]->fd, &e))
+		if (uroce_ep_epoll_add(ctx->ep[i]))
 			goto err;
 		uroce_shm_epoll_add(ctx->ep[i]);
 	}

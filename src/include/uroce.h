@@ -107,6 +107,15 @@ struct uroce_ep {
 	uint16_t port; /* host order */
 	bool std;      /* standard-port mode: addr:4791, QPN = slot index */
 	int nqp;
+	/* Native mode on a device with one IPv4 address: fd is bound to that
+	 * address (fast_addr), so its reads carry no IP_PKTINFO and its sends
+	 * none either; fd_any, bound to the wildcard address on the same
+	 * port, holds the port for the host and gets what is sent to any
+	 * other address (src/net/endpoint.c, "The address socket").  -1:
+	 * fd is the wildcard socket. */
+	int fd_any;
+	struct in_addr fast_addr;
+	unsigned int any_looks; /* polls since fd_any was last read */
 	/* Written under ctx->lock; read by the receive path under rx_lock.
 	 * Destroying a QP clears its slot, then takes rx_lock once, so no
 	 * receive batch still uses the QP when it is freed.  Native: 256
@@ -634,6 +643,8 @@ struct uroce_ep *uroce_ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint1
 /* Standard-port mode: bind addr:4791 exclusively; *bind_err = errno of a
  * failed bind (not logged). */
 struct uroce_ep *uroce_ep_open_std(struct uroce_ctx *ctx, struct in_addr addr, int *bind_err);
+/* Register the endpoint's UDP sockets with the progress thread's epoll. */
+int uroce_ep_epoll_add(struct uroce_ep *ep);
 struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn);
 void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp);
 int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len);

@@ -59,6 +59,114 @@ static void set_bufsz(int fd, int opt_force, int opt)
 		setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v));
 }
 
+/* A UDP socket with the options every endpoint socket has; pktinfo: the
+ * wildcard socket, which needs each datagram's destination address. */
+static int sock_open(bool pktinfo)
+{
+	int one = 1, pmtu = IP_PMTUDISC_DO;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0) {
+		ur_err("cannot create a UDP socket for QPs: %s", strerror(errno));
+		return -1;
+	}
+	if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) ||
+	    (pktinfo && setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one))) ||
+	    setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one))) {
+		ur_err("UDP socket: setting IP_MTU_DISCOVER/IP_PKTINFO/IP_RECVTOS failed: %s",
+		       strerror(errno));
+		close(fd);
+		return -1;
+	}
+	set_bufsz(fd, SO_RCVBUFFORCE, SO_RCVBUF);
+	set_bufsz(fd, SO_SNDBUFFORCE, SO_SNDBUF);
+	return fd;
+}
+
+/* The address socket.  An endpoint's wildcard socket needs IP_PKTINFO on
+ * every read (the destination address is in the ICRC and the GRH) and on
+ * every send (the SGID's address as source): two control messages that
+ * cost a ping-pong 0.4 us per one-way message on this kind of machine
+ * (docs/latency.md).  When the device has one IPv4 address, a second
+ * socket is bound to that address and the same port - the kernel delivers
+ * a datagram to the socket bound to its exact address first - and becomes
+ * ep->fd: it is read without IP_PKTINFO and sends from that address
+ * without it.  The wildcard socket was bound first, alone (so the port is
+ * the host's, as for every endpoint), and keeps it: SO_REUSEADDR is on for
+ * the two binds only, so no other socket can share the port afterwards.
+ * It gets what comes to the port at any other address (misdirected
+ * traffic only: a peer sends to our GID) and is read by the progress
+ * thread's epoll and every ANY_LOOKS-th poll.  UROCE_ADDR_SOCK=0 turns it
+ * off (measurements). */
+enum { UROCE_ANY_LOOKS = 32 };
+
+static bool addr_sock_wanted(void)
+{
+	static int mode = -1;
+
+	if (mode < 0) {
+		const char *v = getenv("UROCE_ADDR_SOCK");
+
+		mode = !(v && !strcmp(v, "0"));
+	}
+	return mode;
+}
+
+/* The device's one IPv4 address, or false when it has none or several. */
+static bool dev_one_v4(const struct uroce_ctx *ctx, struct in_addr *a)
+{
+	int n = 0;
+
+	for (int i = 0; ctx->dev && i < ctx->dev->ngid; i++)
+		if (ctx->dev->gid[i].family == AF_INET && n++ == 0)
+			*a = ctx->dev->gid[i].addr.v4;
+	return n == 1 && a->s_addr != htonl(INADDR_ANY);
+}
+
+/* ep->fd (the wildcard socket, bound) becomes fd_any and a socket bound to
+ * addr:port becomes ep->fd; on any failure the endpoint stays as it was. */
+static void addr_sock_open(struct uroce_ep *ep, struct in_addr addr)
+{
+	struct sockaddr_in sa = {
+	    .sin_family = AF_INET, .sin_addr = addr, .sin_port = htons(ep->port)};
+	int one = 1, zero = 0, fd;
+
+	if (!addr_sock_wanted() || setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
+		return;
+	fd = sock_open(false);
+	if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+			bind(fd, (struct sockaddr *)&sa, sizeof(sa)))) {
+		ur_dbg("no address socket on %s:%u: %s", inet_ntoa(addr), ep->port,
+		       strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+	setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &zero, sizeof(zero));
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &zero, sizeof(zero));
+	ep->fd_any = ep->fd;
+	ep->fd = fd;
+	ep->fast_addr = addr;
+}
+
+static void ep_close_fds(struct uroce_ep *ep)
+{
+	close(ep->fd);
+	if (ep->fd_any >= 0)
+		close(ep->fd_any);
+}
+
+int uroce_ep_epoll_add(struct uroce_ep *ep)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
+
+	if (epoll_ctl(ep->ctx->epfd, EPOLL_CTL_ADD, ep->fd, &ev) ||
+	    (ep->fd_any >= 0 && epoll_ctl(ep->ctx->epfd, EPOLL_CTL_ADD, ep->fd_any, &ev)))
+		return -1;
+	return 0;
+}
+
 /* Open an endpoint with nslot QP slots bound to addr:port (port 0:
  * ephemeral); reuse allows several sockets on one port (multicast
  * receivers).  A failed bind is not logged: *bind_err says why. */
@@ -68,12 +176,14 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = addr, .sin_port = htons(port)};
 	socklen_t sl = sizeof(sa);
 	struct uroce_ep *ep;
-	int one = 1, pmtu = IP_PMTUDISC_DO;
+	struct in_addr one_addr = {0};
+	int one = 1;
 
 	*bind_err = 0;
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return NULL;
+	ep->fd_any = -1;
 	ep->rx = calloc(1, sizeof(*ep->rx));
 	ep->slot = calloc(nslot, sizeof(*ep->slot));
 	ep->nslot = nslot;
@@ -81,20 +191,22 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 		goto err_free;
 	ep->ctx = ctx;
 	pthread_mutex_init(&ep->rx_lock, NULL);
-	ep->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (ep->fd < 0) {
-		ur_err("cannot create a UDP socket for QPs: %s", strerror(errno));
+	ep->fd = sock_open(true);
+	if (ep->fd < 0)
 		goto err_free;
+	if (reuse && setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one))) {
+		ur_err("setsockopt(SO_REUSEADDR): %s", strerror(errno));
+		goto err_sock;
 	}
-	if (setsockopt(ep->fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) ||
-	    setsockopt(ep->fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) ||
-	    setsockopt(ep->fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one))) {
-		ur_err("UDP socket: setting IP_MTU_DISCOVER/IP_PKTINFO/IP_RECVTOS failed: %s",
-		       strerror(errno));
-		goto err_close;
+	if (bind(ep->fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(ep->fd, (struct sockaddr *)&sa, &sl)) {
+		*bind_err = errno;
+		goto err_sock;
 	}
-	set_bufsz(ep->fd, SO_RCVBUFFORCE, SO_RCVBUF);
-	set_bufsz(ep->fd, SO_SNDBUFFORCE, SO_SNDBUF);
+	ep->port = ntohs(sa.sin_port);
+	if (!reuse && !port && addr.s_addr == htonl(INADDR_ANY) && !uroce_std_mode() &&
+	    dev_one_v4(ctx, &one_addr))
+		addr_sock_open(ep, one_addr);
 	{
 		int v = 0;
 		socklen_t vl = sizeof(v);
@@ -103,16 +215,6 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 		ep->rcvbuf = v > 0 ? (uint32_t)v : 212992;
 	}
 	uroce_gso_setup(ep);
-	if (reuse && setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one))) {
-		ur_err("setsockopt(SO_REUSEADDR): %s", strerror(errno));
-		goto err_close;
-	}
-	if (bind(ep->fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    getsockname(ep->fd, (struct sockaddr *)&sa, &sl)) {
-		*bind_err = errno;
-		goto err_close;
-	}
-	ep->port = ntohs(sa.sin_port);
 	uroce_shm_ep_init(ep, reuse);
 	for (int i = 0; i < RX_BATCH; i++) {
 		ep->rx->iov[i].iov_base = ep->rx->data[i];
@@ -122,23 +224,22 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 	}
 	ep->rx->used = RX_BATCH;
 	if (ctx->epfd >= 0) {
-		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
-
-		if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ep->fd, &ev)) {
+		if (uroce_ep_epoll_add(ep)) {
 			ur_err("epoll_ctl: %s", strerror(errno));
 			goto err_close;
 		}
 		uroce_shm_epoll_add(ep);
 	}
 	if (nslot == UROCE_EP_SLOTS)
-		ur_dbg("endpoint on UDP port %u (QPNs 0x%06x-0x%06x)", ep->port, ep->port << 8,
-		       (ep->port << 8) | 0xff);
+		ur_dbg("endpoint on UDP port %u (QPNs 0x%06x-0x%06x)%s", ep->port, ep->port << 8,
+		       (ep->port << 8) | 0xff, ep->fd_any >= 0 ? ", address socket" : "");
 	return ep;
 
 err_close:
 	uroce_shm_ep_fini(ep);
 	uroce_gso_free(ep);
-	close(ep->fd);
+err_sock:
+	ep_close_fds(ep);
 err_free:
 	free(ep->rx);
 	free(ep->slot);
@@ -180,7 +281,7 @@ void uroce_ep_close(struct uroce_ep *ep)
 	uroce_ep_flush(ep);
 	uroce_shm_ep_fini(ep);
 	uroce_gso_free(ep);
-	close(ep->fd);
+	ep_close_fds(ep);
 	pthread_mutex_destroy(&ep->rx_lock);
 	free(ep->rx);
 	free(ep->slot);
@@ -315,11 +416,20 @@ struct udp_out {
 	} ctl;
 };
 
+/* The address socket sends from its address with no IP_PKTINFO. */
+static bool udp_fast(const struct uroce_ep *ep, const struct uroce_ipinfo *ip)
+{
+	return ep->fd_any >= 0 && ip->src.v4.s_addr == ep->fast_addr.s_addr &&
+	       !IN_MULTICAST(ntohl(ip->dst.v4.s_addr));
+}
+
+/* fast: sent on the address socket (udp_fast), no IP_PKTINFO */
 static void udp_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m, struct udp_out *o,
-		    struct msghdr *mh)
+		    struct msghdr *mh, bool fast)
 {
 	struct in_pktinfo pi = {.ipi_spec_dst = m->ip->src.v4};
 	struct cmsghdr *cm;
+	size_t pisz = fast ? 0 : CMSG_SPACE(sizeof(pi));
 
 	/* multicast leaves through the device's own interface */
 	if (IN_MULTICAST(ntohl(m->ip->dst.v4.s_addr)))
@@ -334,35 +444,38 @@ static void udp_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m, struct u
 			      .msg_iovlen = m->iov ? (size_t)m->iovcnt : 1,
 			      .msg_control = o->ctl.buf,
 			      .msg_controllen = CMSG_SPACE(sizeof(struct in_pktinfo))};
-	cm = CMSG_FIRSTHDR(mh);
-	cm->cmsg_level = IPPROTO_IP;
-	cm->cmsg_type = IP_PKTINFO;
-	cm->cmsg_len = CMSG_LEN(sizeof(pi));
-	memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
 	/* CMSG_NXTHDR needs the room it may use counted in msg_controllen;
 	 * the final length is what was filled */
 	mh->msg_controllen = sizeof(o->ctl.buf);
+	cm = CMSG_FIRSTHDR(mh);
+	if (!fast) {
+		cm->cmsg_level = IPPROTO_IP;
+		cm->cmsg_type = IP_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+		cm = CMSG_NXTHDR(mh, cm);
+	}
 	if (m->gso_size) {
 		uint16_t g = (uint16_t)m->gso_size;
 
-		cm = CMSG_NXTHDR(mh, cm);
 		cm->cmsg_level = SOL_UDP;
 		cm->cmsg_type = 103; /* UDP_SEGMENT */
 		cm->cmsg_len = CMSG_LEN(sizeof(g));
 		memcpy(CMSG_DATA(cm), &g, sizeof(g));
+		cm = CMSG_NXTHDR(mh, cm);
 	}
 	if (m->ip->tos) { /* ah_attr.grh.traffic_class (RoCEv2: the IP TOS) */
 		int tos = m->ip->tos;
 
-		cm = CMSG_NXTHDR(mh, cm);
 		cm->cmsg_level = IPPROTO_IP;
 		cm->cmsg_type = IP_TOS;
 		cm->cmsg_len = CMSG_LEN(sizeof(tos));
 		memcpy(CMSG_DATA(cm), &tos, sizeof(tos));
 	}
-	mh->msg_controllen = CMSG_SPACE(sizeof(pi)) +
-			     (m->gso_size ? CMSG_SPACE(sizeof(uint16_t)) : 0) +
+	mh->msg_controllen = pisz + (m->gso_size ? CMSG_SPACE(sizeof(uint16_t)) : 0) +
 			     (m->ip->tos ? CMSG_SPACE(sizeof(int)) : 0);
+	if (!mh->msg_controllen)
+		mh->msg_control = NULL;
 }
 
 /* One sendmsg: the packet(s) in buf to ip.  Returns 0 or an errno. */
@@ -381,9 +494,12 @@ int uroce_udp_send_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m)
 	struct udp_out o;
 	struct msghdr mh;
 
-	udp_msg(ep, m, &o, &mh);
+	bool fast = udp_fast(ep, ip);
+
+	udp_msg(ep, m, &o, &mh, fast);
 	for (;;) {
-		ssize_t r = sendmsg(ep->fd, &mh, MSG_DONTWAIT);
+		ssize_t r =
+		    sendmsg(fast || ep->fd_any < 0 ? ep->fd : ep->fd_any, &mh, MSG_DONTWAIT);
 
 		if (r == (ssize_t)m->len)
 			return 0;
@@ -405,16 +521,20 @@ int uroce_udp_send_many(struct uroce_ep *ep, const struct uroce_udp_msg *m, int 
 {
 	struct udp_out o[UROCE_UDP_MAX_MSGS];
 	struct mmsghdr mm[UROCE_UDP_MAX_MSGS];
+	bool fast = true;
 	int r;
 
 	if (n > UROCE_UDP_MAX_MSGS)
 		n = UROCE_UDP_MAX_MSGS;
+	for (int i = 0; i < n && fast; i++)
+		fast = udp_fast(ep, m[i].ip);
 	for (int i = 0; i < n; i++) {
-		udp_msg(ep, &m[i], &o[i], &mm[i].msg_hdr);
+		udp_msg(ep, &m[i], &o[i], &mm[i].msg_hdr, fast);
 		mm[i].msg_len = 0;
 	}
 	do
-		r = sendmmsg(ep->fd, mm, (unsigned int)n, MSG_DONTWAIT);
+		r = sendmmsg(fast || ep->fd_any < 0 ? ep->fd : ep->fd_any, mm, (unsigned int)n,
+			     MSG_DONTWAIT);
 	while (r < 0 && errno == EINTR);
 	if (r <= 0)
 		return 0;
@@ -609,13 +729,15 @@ int uroce_ep_xmit_nocrc(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint
 	return ep_xmit(ep, ip, buf, len, false);
 }
 
+/* any: read from the wildcard socket (IP_PKTINFO gives the destination);
+ * else from the address socket, bound to it. */
 static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struct sockaddr_in *from,
-		     const struct msghdr *mh)
+		     const struct msghdr *mh, bool any)
 {
 	struct uroce_ctx *ctx = ep->ctx;
-	struct uroce_ipinfo ip = {.family = AF_INET};
+	struct uroce_ipinfo ip = {.family = AF_INET, .dst.v4 = ep->fast_addr};
 	struct cmsghdr *cm;
-	bool have_dst = false;
+	bool have_dst = !any;
 	uint32_t gro;
 
 	uroce_count(ctx, rx_bytes, len);
@@ -893,10 +1015,15 @@ static void batch_done(struct uroce_ep *ep, int n, bool app)
 enum { UROCE_RX_PREDICT = 4, UROCE_RX_PROBE = 64 };
 static int predict_mode = -1;
 
-static int rx_read(struct uroce_ep *ep, int want)
+static int rx_read(struct uroce_ep *ep, int want, bool any)
 {
 	struct uroce_ep_rx *rx = ep->rx;
 	int n;
+
+	if (any) { /* the wildcard beside an address socket: rare, no prediction */
+		rx->one = false;
+		return recvmmsg(ep->fd_any, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
+	}
 
 	if (predict_mode < 0) {
 		const char *v = getenv("UROCE_RX_PREDICT");
@@ -955,9 +1082,9 @@ static bool read_on(const struct uroce_ep_rx *rx, unsigned long pushes)
 	return uroce_cq_pushes() == pushes || lone_ack(rx);
 }
 
-/* The UDP socket: recvmmsg batches until budget or an empty read
- * (rx_lock held). */
-static int poll_udp(struct uroce_ep *ep, int budget, bool app)
+/* The UDP socket (any: the wildcard one beside an address socket):
+ * recvmmsg batches until budget or an empty read (rx_lock held). */
+static int poll_udp(struct uroce_ep *ep, int budget, bool app, bool any)
 {
 	struct uroce_ep_rx *rx = ep->rx;
 	unsigned long pushes;
@@ -970,7 +1097,7 @@ static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 		/* the kernel rewrote the headers of the datagrams it returned */
 		rx_reset(rx, rx->used);
 		rx->used = 0;
-		n = rx_read(ep, want);
+		n = rx_read(ep, want, any);
 		uroce_shm_udp_seen(ep, n > 0);
 		if (n <= 0)
 			break;
@@ -983,7 +1110,7 @@ static int poll_udp(struct uroce_ep *ep, int budget, bool app)
 				continue;
 			}
 			dispatch(ep, rx->data[i], rx->msg[i].msg_len, &rx->from[i],
-				 &rx->msg[i].msg_hdr);
+				 &rx->msg[i].msg_hdr, any || ep->fd_any < 0);
 		}
 		done += n;
 		batch_done(ep, n, app);
@@ -997,7 +1124,9 @@ static int poll_udp(struct uroce_ep *ep, int budget, bool app)
  * so they are delivered first (shm.c calls this, rx_lock held). */
 static void shm_udp_first(struct uroce_ep *ep)
 {
-	poll_udp(ep, 16 * RX_BATCH, deferring_acks);
+	poll_udp(ep, 16 * RX_BATCH, deferring_acks, false);
+	if (ep->fd_any >= 0)
+		poll_udp(ep, 16 * RX_BATCH, deferring_acks, true);
 }
 
 /* The same-host rings (src/net/shm.c): batches of up to RX_BATCH packets,
@@ -1033,7 +1162,11 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp)
 	deferring_acks = app;
 	done = poll_shm(ep, budget, app);
 	if (every_udp || uroce_shm_udp_due(ep))
-		done += poll_udp(ep, budget - done, app);
+		done += poll_udp(ep, budget - done, app, false);
+	/* the wildcard socket beside an address socket: see addr_sock_open */
+	if (ep->fd_any >= 0 && (every_udp || ++ep->any_looks % UROCE_ANY_LOOKS == 0) &&
+	    budget > done)
+		done += poll_udp(ep, budget - done, app, true);
 	if (uroce_fault_on(ep->ctx))
 		released = uroce_fault_release(ep, &fault_ops);
 	if (released)

@@ -91,6 +91,8 @@ void uroce_gso_setup(struct uroce_ep *ep)
 	if (!gso_wanted())
 		return;
 	/* receive batches whole; harmless where the kernel lacks UDP_GRO */
+	if (ep->fd_any >= 0)
+		setsockopt(ep->fd_any, SOL_UDP, UDP_GRO, &one, sizeof(one));
 	if (setsockopt(ep->fd, SOL_UDP, UDP_GRO, &one, sizeof(one)))
 		ur_dbg("UDP_GRO not available: %s", strerror(errno));
 	ep->tx = calloc(1, sizeof(*ep->tx));

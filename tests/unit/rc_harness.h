@@ -810,4 +810,27 @@ static inline int finish(const char *name)
 	return failed ? 1 : 0;
 }
 
+/* One signaled SEND of len bytes from s->buf, one receive of 4096 bytes
+ * at s->buf + off. */
+static inline int harness_send1(struct side *s, uint64_t id, uint32_t len)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)s->buf, .length = len, .lkey = s->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+
+	return ibv_post_send(s->qp, &wr, &bad);
+}
+
+static inline int harness_recv1(struct side *s, uint64_t id, uint32_t off)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)s->buf + off, .length = 4096, .lkey = s->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad;
+
+	return ibv_post_recv(s->qp, &wr, &bad);
+}
+
 #endif

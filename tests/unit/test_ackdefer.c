@@ -22,24 +22,12 @@ static struct harness H;
 
 static void post_send1(struct side *s, uint64_t id, uint32_t len)
 {
-	struct ibv_sge sge = {.addr = (uintptr_t)s->buf, .length = len, .lkey = s->mr->lkey};
-	struct ibv_send_wr wr = {.wr_id = id,
-				 .sg_list = &sge,
-				 .num_sge = 1,
-				 .opcode = IBV_WR_SEND,
-				 .send_flags = IBV_SEND_SIGNALED},
-			   *bad;
-
-	CHECK(ibv_post_send(s->qp, &wr, &bad) == 0, "post_send");
+	CHECK(!harness_send1(s, id, len), "post_send");
 }
 
 static void post_recv1(struct side *s, uint64_t id)
 {
-	struct ibv_sge sge = {
-	    .addr = (uintptr_t)s->buf + 65536, .length = 4096, .lkey = s->mr->lkey};
-	struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad;
-
-	CHECK(ibv_post_recv(s->qp, &wr, &bad) == 0, "post_recv");
+	CHECK(!harness_recv1(s, id, 65536), "post_recv");
 }
 
 /* Poll cq until it yields one completion (a successful one for wr_id). */

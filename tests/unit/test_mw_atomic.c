@@ -2,6 +2,7 @@
  * atomics (fetch-and-add, compare-and-swap, their access and alignment
  * rules) between two contexts on uroce_lo, through the public verbs API. */
 #include <fcntl.h>
+#include <poll.h>
 
 #include "ext_loop.h"
 
@@ -141,15 +142,18 @@ static enum ibv_wc_status mw_bind(struct pair *p, struct ibv_mw *mw, struct ibv_
 	return wc.status;
 }
 
-/* Read the context's async events until ev shows up (non-blocking). */
+/* Read the context's async events until ev shows up.  The responder
+ * raises its event after it sends the NAK, so the requester's error
+ * completion can come first: wait for it, boundedly (10 s). */
 static bool saw_event(struct ibv_context *c, enum ibv_event_type ev)
 {
 	int fl = fcntl(c->async_fd, F_GETFL);
+	struct pollfd pfd = {.fd = c->async_fd, .events = POLLIN};
 	struct ibv_async_event e;
 	bool found = false;
 
 	fcntl(c->async_fd, F_SETFL, fl | O_NONBLOCK);
-	while (!found && !ibv_get_async_event(c, &e)) {
+	while (!found && poll(&pfd, 1, 10000) == 1 && !ibv_get_async_event(c, &e)) {
 		found = e.event_type == ev;
 		ibv_ack_async_event(&e);
 	}
