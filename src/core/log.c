@@ -44,3 +44,13 @@ void uroce_log_print(enum uroce_log_level lvl, const char *func, const char *fmt
 	va_end(ap);
 	fprintf(stderr, "%s\n", buf);
 }
+
+bool uroce_env_on(const char *name, int *cache)
+{
+	if (*cache < 0) {
+		const char *v = getenv(name);
+
+		*cache = !(v && (!strcmp(v, "0") || !strcasecmp(v, "off")));
+	}
+	return *cache;
+}

@@ -5,6 +5,7 @@
 #define UROCE_LOG_H
 
 #include <errno.h>
+#include <stdbool.h>
 
 enum uroce_log_level {
 	UROCE_LOG_NONE = 0,
@@ -18,6 +19,9 @@ enum uroce_log_level {
 extern int uroce_log_level;
 
 void uroce_log_init(void);
+/* A switch that is on unless the environment variable name is "0" or
+ * "off"; read once into *cache (-1: not read yet). */
+bool uroce_env_on(const char *name, int *cache);
 void uroce_log_print(enum uroce_log_level lvl, const char *func, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -104,12 +104,7 @@ static bool addr_sock_wanted(void)
 {
 	static int mode = -1;
 
-	if (mode < 0) {
-		const char *v = getenv("UROCE_ADDR_SOCK");
-
-		mode = !(v && !strcmp(v, "0"));
-	}
-	return mode;
+	return uroce_env_on("UROCE_ADDR_SOCK", &mode);
 }
 
 /* The device's one IPv4 address, or false when it has none or several. */
@@ -872,12 +867,8 @@ static void flush_acks(struct uroce_ep *ep, bool defer)
 /* The ACKs of a receive batch (see flush_acks_). */
 static void flush_batch_acks(struct uroce_ep *ep, bool app, int n)
 {
-	if (lazy_mode < 0) {
-		const char *v = getenv("UROCE_ACK_LAZY");
-
-		lazy_mode = !(v && !strcmp(v, "0"));
-	}
-	flush_acks_(ep, app && n < UROCE_ACK_DEFER_BATCH, !app && lazy_mode);
+	flush_acks_(ep, app && n < UROCE_ACK_DEFER_BATCH,
+		    !app && uroce_env_on("UROCE_ACK_LAZY", &lazy_mode));
 }
 
 void uroce_ep_send_owed_acks(struct uroce_ep *ep, bool wait)
@@ -947,12 +938,7 @@ bool uroce_ctx_wait_acks(struct uroce_ctx *ctx)
 	int nep = atomic_load(&ctx->nep), inflight = 0, npfd = 0, bell;
 	uint64_t now = uroce_now_ns();
 
-	if (wait_mode < 0) {
-		const char *v = getenv("UROCE_ACK_WAIT");
-
-		wait_mode = !(v && !strcmp(v, "0"));
-	}
-	if (!wait_mode)
+	if (!uroce_env_on("UROCE_ACK_WAIT", &wait_mode))
 		return false;
 	if (!uroce_ctx_polled_alone(ctx, now))
 		return false;
@@ -1025,13 +1011,8 @@ static int rx_read(struct uroce_ep *ep, int want, bool any)
 		return recvmmsg(ep->fd_any, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
 	}
 
-	if (predict_mode < 0) {
-		const char *v = getenv("UROCE_RX_PREDICT");
-
-		predict_mode = !(v && !strcmp(v, "0"));
-	}
-	rx->one =
-	    predict_mode && rx->singles >= UROCE_RX_PREDICT && ++rx->predicted % UROCE_RX_PROBE;
+	rx->one = uroce_env_on("UROCE_RX_PREDICT", &predict_mode) &&
+		  rx->singles >= UROCE_RX_PREDICT && ++rx->predicted % UROCE_RX_PROBE;
 	if (rx->one) {
 		ssize_t len = recvmsg(ep->fd, &rx->msg[0].msg_hdr, MSG_DONTWAIT);
 

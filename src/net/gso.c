@@ -75,12 +75,7 @@ static int gso_mode = -1; /* -1 unknown, 0 off, 1 on */
 
 static bool gso_wanted(void)
 {
-	if (gso_mode < 0) {
-		const char *v = getenv("UROCE_GSO");
-
-		gso_mode = !(v && (!strcmp(v, "0") || !strcasecmp(v, "off")));
-	}
-	return gso_mode;
+	return uroce_env_on("UROCE_GSO", &gso_mode);
 }
 
 void uroce_gso_setup(struct uroce_ep *ep)

@@ -211,12 +211,7 @@ static bool bulk_wanted(void)
 {
 	static int on = -1;
 
-	if (on < 0) {
-		const char *v = getenv("UROCE_SHM_BULK");
-
-		on = !(v && !strcmp(v, "0"));
-	}
-	return on;
+	return uroce_env_on("UROCE_SHM_BULK", &on);
 }
 
 static bool shm_wanted(void)
