@@ -724,14 +724,15 @@ bool uroce_ep_deferring_acks(void);
 void uroce_ep_send_owed_acks(struct uroce_ep *ep, bool wait);
 void uroce_ctx_send_owed_acks(struct uroce_ctx *ctx, bool wait);
 bool uroce_ctx_acks_owed(struct uroce_ctx *ctx);
-/* An application thread whose CQs stay empty while its QPs have many
- * packets in flight over UDP: sleep until a socket is readable (at most
- * 1 ms) instead of spinning; false when it did not (endpoint.c). */
 /* Has the calling thread polled only this context for the last 10 ms?  A
  * thread that sleeps on one context's sockets and rings must not (two ends
  * of a test in one process: the other's packets would wait). */
 bool uroce_ctx_polled_alone(const struct uroce_ctx *ctx, uint64_t now);
-bool uroce_ctx_wait_acks(struct uroce_ctx *ctx);
+/* An application thread whose CQs stay empty while its QPs have many
+ * packets in flight over UDP: sleep until a socket is readable (at most
+ * 1 ms) instead of spinning; false when it did not (endpoint.c).  now: the
+ * poll's clock reading (the empty poll reads it once). */
+bool uroce_ctx_wait_acks(struct uroce_ctx *ctx, uint64_t now);
 /* Tests and fuzzing: deliver one datagram from ip as if ep had received it. */
 void uroce_ep_inject(struct uroce_ep *ep, uint8_t *data, size_t len, const struct uroce_ipinfo *ip);
 void uroce_ep_close(struct uroce_ep *ep);

@@ -932,11 +932,10 @@ bool uroce_ctx_polled_alone(const struct uroce_ctx *ctx, uint64_t now)
 	return now - other_ns >= UROCE_WAIT_OTHER_NS;
 }
 
-bool uroce_ctx_wait_acks(struct uroce_ctx *ctx)
+bool uroce_ctx_wait_acks(struct uroce_ctx *ctx, uint64_t now)
 {
 	struct pollfd pfd[2 * sizeof(ctx->ep) / sizeof(ctx->ep[0])];
 	int nep = atomic_load(&ctx->nep), inflight = 0, npfd = 0, bell;
-	uint64_t now = uroce_now_ns();
 
 	if (!uroce_env_on("UROCE_ACK_WAIT", &wait_mode))
 		return false;

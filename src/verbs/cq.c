@@ -434,7 +434,7 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	 * before that ACK, a window away (uroce_ctx_wait_acks).  Measured
 	 * against the wait after 20 us (docs/design.md, "Where uroce's extra
 	 * CPU per GB goes"): 11-33% less CPU per GB on loopback and veth. */
-	if (now - wait.since <= wait.yield_ns && uroce_ctx_wait_acks(ctx)) {
+	if (now - wait.since <= wait.yield_ns && uroce_ctx_wait_acks(ctx, now)) {
 		if (!armed)
 			atomic_store_explicit(&ctx->app_poll_ns, uroce_now_ns(),
 					      memory_order_relaxed);
@@ -443,7 +443,7 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	if (now - wait.since > UROCE_POLL_YIELD_NS)
 		uroce_ctx_send_owed_acks(ctx, false);
 	if (now - wait.since > wait.yield_ns) {
-		if (!uroce_ctx_wait_acks(ctx) && !uroce_shm_idle(ctx)) {
+		if (!uroce_ctx_wait_acks(ctx, now) && !uroce_shm_idle(ctx)) {
 			uint64_t t = uroce_now_ns();
 
 			sched_yield();
