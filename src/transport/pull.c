@@ -85,57 +85,58 @@ void uroce_pull_desc_put(uint8_t *p, uint32_t npkts, const struct iovec *iov, in
 	memcpy(p, &h, sizeof(h));
 }
 
+/* The header and pieces of a description of len bytes at p: its number of
+ * pieces, or -1 when it is not one (the pieces' sum must be its total). */
+static int desc_decode(const uint8_t *p, uint32_t len, struct pull_hdr *h, struct iovec *iov)
+{
+	uint64_t sum = 0;
+
+	if (len < sizeof(*h))
+		return -1;
+	memcpy(h, p, sizeof(*h));
+	if (h->magic != PULL_MAGIC || !h->niov || h->niov > UROCE_MAX_SGE ||
+	    len != uroce_pull_desc_len((int)h->niov))
+		return -1;
+	for (uint32_t i = 0; i < h->niov; i++) {
+		struct pull_iov v;
+
+		memcpy(&v, p + sizeof(*h) + (size_t)i * sizeof(v), sizeof(v));
+		/* what the sender names is its business (the kernel checks
+		 * it against its address space); only the sum must agree */
+		if (v.len > h->total || (sum += v.len) > h->total)
+			return -1;
+		iov[i] = (struct iovec){(void *)(uintptr_t)v.va, (size_t)v.len};
+	}
+	return sum == h->total ? (int)h->niov : -1;
+}
+
 int uroce_pull_desc_get(const struct uroce_qp *qp, const struct uroce_pkt *pkt, struct iovec *iov,
 			uint32_t *npkts, uint64_t *total)
 {
 	struct pull_hdr h;
-	uint64_t sum = 0;
+	int n;
 
-	if (!pkt->pull.pid || pkt->paylen < sizeof(h))
-		return -1;
-	memcpy(&h, pkt->payload, sizeof(h));
-	if (h.magic != PULL_MAGIC || !h.niov || h.niov > UROCE_MAX_SGE ||
-	    pkt->paylen != uroce_pull_desc_len((int)h.niov) || !h.total ||
-	    h.total > UROCE_MAX_MSG || h.npkts != (h.total + qp->mtu - 1) / qp->mtu ||
+	if (!pkt->pull.pid || (n = desc_decode(pkt->payload, pkt->paylen, &h, iov)) < 0 ||
+	    !h.total || h.total > UROCE_MAX_MSG || h.npkts != (h.total + qp->mtu - 1) / qp->mtu ||
 	    h.npkts > UR_SACK_WIN)
-		return -1;
-	for (uint32_t i = 0; i < h.niov; i++) {
-		struct pull_iov v;
-
-		memcpy(&v, pkt->payload + sizeof(h) + (size_t)i * sizeof(v), sizeof(v));
-		/* what the sender names is its business (the kernel checks
-		 * it against its address space); only the sum must agree */
-		if (v.len > h.total || (sum += v.len) > h.total)
-			return -1;
-		iov[i] = (struct iovec){(void *)(uintptr_t)v.va, (size_t)v.len};
-	}
-	if (sum != h.total)
 		return -1;
 	*npkts = h.npkts;
 	*total = h.total;
-	return (int)h.niov;
+	return n;
 }
 
 int uroce_pull_desc_own(uint8_t *buf, size_t len, struct iovec *iov, uint64_t *total)
 {
 	struct uroce_pkt pkt;
 	struct pull_hdr h;
+	int n;
 
 	/* our own packet (pull_pkt_xmit, read_resp_pull): only read back */
-	if (uroce_pkt_parse(&pkt, buf, len) || pkt.paylen < sizeof(h))
+	if (uroce_pkt_parse(&pkt, buf, len) ||
+	    (n = desc_decode(pkt.payload, pkt.paylen, &h, iov)) < 0)
 		return -1;
-	memcpy(&h, pkt.payload, sizeof(h));
-	if (h.magic != PULL_MAGIC || !h.niov || h.niov > UROCE_MAX_SGE ||
-	    pkt.paylen != uroce_pull_desc_len((int)h.niov))
-		return -1;
-	for (uint32_t i = 0; i < h.niov; i++) {
-		struct pull_iov v;
-
-		memcpy(&v, pkt.payload + sizeof(h) + (size_t)i * sizeof(v), sizeof(v));
-		iov[i] = (struct iovec){(void *)(uintptr_t)v.va, (size_t)v.len};
-	}
 	*total = h.total;
-	return (int)h.niov;
+	return n;
 }
 
 int uroce_pull_to_sge(struct uroce_qp *qp, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,
