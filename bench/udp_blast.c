@@ -18,8 +18,14 @@
  * 64 MiB destination, the pass an RDMA receiver needs to land the payload
  * in the MR when the socket cannot place it (TCP's own copy-out is already
  * that pass: tcp's --copy is the cost of a receive that could not place).
+ * --crc (udp only; built with -DBLAST_CRC and uroce's crc_clmul.c, below)
+ * adds the one pass RoCEv2 cannot drop: a CRC-32 over every segment on
+ * send (the ICRC) and over every received segment (its check) - with
+ * --copy fused with the copy, as uroce's receive placement does; without,
+ * a read pass over the bytes the kernel landed (the best a receiver that
+ * lets the kernel place the payload in the MR could do).
  *
- *   udp_blast udp|tcp [--copy] [--zerocopy] [--seg N] [--mb MB] [--window KB]
+ *   udp_blast udp|tcp [--copy] [--zerocopy] [--crc] [--seg N] [--mb MB] [--window KB]
  *             [--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]
  *
  * --rx-ns / --tx-ns: the network namespace (/run/netns/NAME) the receiver /
@@ -30,6 +36,8 @@
  * system of both processes).  A UDP receiver that hears nothing for 2 s
  * ends with what it got (lost datagrams).
  * Build: cc -O2 -o udp_blast udp_blast.c
+ *   with --crc: cc -O2 -DBLAST_CRC -Isrc -Isrc/include -o udp_blast \
+ *               bench/udp_blast.c src/transport/crc_clmul.c   (from the repo)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -56,8 +64,55 @@
 #define BLAST_DST    (64u << 20)
 #define BLAST_CREDIT (256u << 10)
 
+#ifdef BLAST_CRC
+#include "transport/pkt.h"
+
+/* the table CRC crc_clmul.c finishes with (reflected IEEE 802.3) */
+uint32_t uroce_crc32_sw(uint32_t crc, const void *buf, size_t len)
+{
+	static uint32_t tab[256];
+	const uint8_t *p = buf;
+
+	if (!tab[1]) {
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t c = i;
+
+			for (int k = 0; k < 8; k++)
+				c = c & 1 ? (c >> 1) ^ 0xedb88320u : c >> 1;
+			tab[i] = c;
+		}
+	}
+	while (len--)
+		crc = tab[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return crc;
+}
+
+/* the CRC of each seg-sized piece of buf, into dst too when given */
+static uint32_t blast_crc(char *dst, const char *buf, size_t len, size_t seg)
+{
+	uint32_t x = 0;
+
+	for (size_t off = 0; off < len; off += seg) {
+		size_t n = len - off < seg ? len - off : seg;
+
+		x += dst ? uroce_crc32_copy(dst + off, buf + off, n, 0xffffffffu)
+			 : uroce_crc32_clmul(0xffffffffu, buf + off, n);
+	}
+	return x;
+}
+#else
+static uint32_t blast_crc(char *dst, const char *buf, size_t len, size_t seg)
+{
+	(void)dst, (void)buf, (void)len, (void)seg;
+	return 0;
+}
+#endif
+
+/* what the CRCs came to, so the compiler keeps them */
+static volatile uint32_t crc_sink;
+
 static struct {
-	int tcp, copy, zc;
+	int tcp, copy, zc, crc;
 	unsigned int seg, port;
 	uint64_t bytes, window;
 	const char *src, *dst;
@@ -150,8 +205,13 @@ static uint64_t udp_rx(int fd, struct sockaddr_in *back)
 			if (dst) {
 				if (doff + len > BLAST_DST)
 					doff = 0;
-				memcpy(dst + doff, buf[i], len);
+				if (opt.crc)
+					crc_sink += blast_crc(dst + doff, buf[i], len, opt.seg);
+				else
+					memcpy(dst + doff, buf[i], len);
 				doff += len;
+			} else if (opt.crc) {
+				crc_sink += blast_crc(NULL, buf[i], len, opt.seg);
 			}
 			got += len;
 		}
@@ -187,7 +247,8 @@ static int udp_tx(int fd, struct sockaddr_in *to)
 	uint64_t sent = 0, acked = 0;
 	int i, n, lost = 0;
 
-	memset(buf, 0x5a, sizeof(buf));
+	for (size_t k = 0; k < sizeof(buf); k++) /* segments differ: --crc's sums mean something */
+		buf[k] = (char)((k * 2654435761u) >> 24);
 	while (sent < opt.bytes) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		uint64_t a;
@@ -219,6 +280,8 @@ static int udp_tx(int fd, struct sockaddr_in *to)
 			c->cmsg_type = UDP_SEGMENT;
 			c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
 			*(uint16_t *)CMSG_DATA(c) = (uint16_t)opt.seg;
+			if (opt.crc)
+				crc_sink += blast_crc(NULL, iov[n].iov_base, len, opt.seg);
 			sent += len;
 		}
 		for (i = 0; i < n;) {
@@ -283,9 +346,9 @@ static void tcp_tx(int fd)
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: udp_blast udp|tcp [--copy] [--zerocopy] [--seg N] [--mb MB] [--window KB] "
-		"[--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]\n");
+	fprintf(stderr, "usage: udp_blast udp|tcp [--copy] [--zerocopy] [--crc] [--seg N] [--mb "
+			"MB] [--window KB] "
+			"[--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]\n");
 	exit(2);
 }
 
@@ -323,6 +386,7 @@ int main(int argc, char **argv)
 	struct {
 		double cpu;
 		uint64_t got;
+		uint32_t crc;
 	} res;
 	double t0, t1, rcpu, scpu;
 	char c;
@@ -342,6 +406,14 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(a, "--zerocopy")) {
 			opt.zc = 1;
+			continue;
+		}
+		if (!strcmp(a, "--crc")) {
+#ifndef BLAST_CRC
+			fprintf(stderr, "udp_blast: --crc needs a build with -DBLAST_CRC\n");
+			exit(2);
+#endif
+			opt.crc = 1;
 			continue;
 		}
 		if (!v)
@@ -366,7 +438,7 @@ int main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (opt.seg < 64 || opt.seg > 9000 || !opt.bytes)
+	if (opt.seg < 64 || opt.seg > 9000 || !opt.bytes || (opt.crc && opt.tcp))
 		usage();
 	rx = addr(opt.dst, opt.port);
 	tx = addr(opt.src, opt.port + 1);
@@ -379,6 +451,7 @@ int main(int argc, char **argv)
 		struct {
 			double cpu;
 			uint64_t got;
+			uint32_t crc;
 		} res;
 		int rfd;
 
@@ -404,6 +477,7 @@ int main(int argc, char **argv)
 			res.got = udp_rx(rfd, &tx);
 		}
 		res.cpu = cpu_s(RUSAGE_SELF);
+		res.crc = crc_sink;
 		if (write(pfd[1], &res, sizeof(res)) != sizeof(res))
 			die("result");
 		_exit(0);
@@ -438,14 +512,18 @@ int main(int argc, char **argv)
 	t1 = now_s();
 	scpu = cpu_s(RUSAGE_SELF);
 	waitpid(pid, NULL, 0);
-	printf("mode=%s%s seg=%u MBps=%.0f cpu_s_per_GB=%.3f snd_cpu=%.2f rcv_cpu=%.2f "
-	       "lost_windows=%d rcvd=%llu sent=%llu\n",
+	printf("mode=%s%s%s seg=%u MBps=%.0f cpu_s_per_GB=%.3f snd_cpu=%.2f rcv_cpu=%.2f "
+	       "lost_windows=%d rcvd=%llu sent=%llu%s",
 	       opt.tcp ? "tcp" : "udp",
 	       opt.copy ? "+copy"
 	       : opt.zc ? "+zerocopy"
 			: "",
-	       opt.seg, (double)opt.bytes / (t1 - t0) / 1e6,
+	       opt.crc ? "+crc" : "", opt.seg, (double)opt.bytes / (t1 - t0) / 1e6,
 	       (scpu + rcpu) / ((double)opt.bytes / 1e9), scpu, rcpu, lost,
-	       (unsigned long long)res.got, (unsigned long long)opt.bytes);
+	       (unsigned long long)res.got, (unsigned long long)opt.bytes, opt.crc ? "" : "\n");
+	/* --crc: the sum of every segment's CRC on each side (equal when every
+	 * segment arrived whole) */
+	if (opt.crc)
+		printf(" crc_tx=%08x crc_rx=%08x\n", crc_sink, res.crc);
 	return 0;
 }

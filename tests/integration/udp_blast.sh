@@ -2,14 +2,20 @@
 # bench/udp_blast.c, the UDP-path ceiling tool of docs/design.md ("The
 # ceiling of a UDP path"): it builds warning-free and moves every byte on
 # loopback in each mode - TCP, UDP GSO/GRO, with the receiver's extra copy,
-# and MSG_ZEROCOPY - and ends (no hang on a lost datagram).  Its speed
-# lives in bench/, nothing here is timed.
+# MSG_ZEROCOPY, and with the ICRC pass each side (--crc, built with uroce's
+# crc_clmul.c: the sums of the segments' CRCs agree on both sides) - and
+# ends (no hang on a lost datagram).  Its speed lives in bench/, nothing here
+# is timed.
 source "$(dirname "$0")/lib.sh"
 
 require_cmd cc build-essential
 BIN=$LOG_DIR/udp_blast
 check "udp_blast builds with -Wall -Wextra -Werror" \
 	cc -O2 -Wall -Wextra -Werror -o "$BIN" "$UROCE_SRC_DIR/bench/udp_blast.c"
+CBIN=$LOG_DIR/udp_blast_crc
+check "udp_blast builds with -DBLAST_CRC and crc_clmul.c" \
+	cc -O2 -Wall -Wextra -Werror -DBLAST_CRC -I"$UROCE_SRC_DIR/src" -I"$UROCE_SRC_DIR/src/include" \
+	-o "$CBIN" "$UROCE_SRC_DIR/bench/udp_blast.c" "$UROCE_SRC_DIR/src/transport/crc_clmul.c"
 
 # one run: MODE ARGS...; the output line must say every byte arrived (TCP)
 # or arrived or was counted lost (UDP: a loaded host may drop a datagram)
@@ -29,7 +35,28 @@ blast() {
 	fi
 }
 
+# --crc: every byte arrived and the CRC sums agree, or a loss was counted
+blast_crc() {
+	local out
+	alloc_port
+	out=$(timeout -k 3 60 "$CBIN" udp "$@" --mb 20 --port "$PORT" 2>&1) || {
+		log "$out"
+		return 1
+	}
+	log "$out"
+	grep -Eq 'lost_windows=[1-9][0-9]* rcvd=[0-9]+ sent=20000000 ' <<<"$out" && return 0
+	[[ $out =~ lost_windows=0\ rcvd=20000000\ sent=20000000\ crc_tx=([0-9a-f]{8})\ crc_rx=([0-9a-f]{8})$ ]] &&
+		[[ ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" ]]
+}
+
+if [[ -x $CBIN ]]; then
+	check "udp --crc: the CRC sums agree" blast_crc --crc
+	check "udp --copy --crc (fused copy + CRC)" blast_crc --copy --crc
+	check "udp --crc --seg 1080" blast_crc --crc --seg 1080
+	check "tcp --crc is refused" fails "$CBIN" tcp --crc
+fi
 if [[ -x $BIN ]]; then
+	check "--crc without -DBLAST_CRC is refused" fails "$BIN" udp --crc
 	check "tcp: every byte" blast tcp
 	check "tcp --copy: every byte" blast tcp --copy
 	check "udp GSO/GRO: every byte or counted lost" blast udp
