@@ -14,6 +14,25 @@
  * dropped as before, with no other effect.  Everything else (a FIRST or
  * ONLY, another PSN, a READ response, XRC, ODP memory) is checked first
  * and copied after, as before.
+ *
+ * Selective repeat (sack.c): a request that arrives after a gap is held
+ * until the gap is filled.  Where its landing place is known, its payload
+ * goes there at once as well, and only its headers are kept
+ * (docs/selective-repeat.md, "Out-of-order acceptance"):
+ *   - a WRITE packet of the message in progress (its PSN within the
+ *     packets the RETH's length leaves), of the newest WRITE FIRST held,
+ *     or a FIRST or ONLY itself: at its offset (one MTU per PSN) in the
+ *     RETH's range, checked as the FIRST's R_Key is (uroce_rkey_ok), the
+ *     checks the packet gets when it is replayed in order unchanged;
+ *   - a SEND MIDDLE or LAST at the offset of its PSN in the receive WQE of
+ *     the message in progress, when every PSN between the expected one
+ *     and it is a SEND MIDDLE placed so (srun): one unknown PSN - the
+ *     expected one - cannot be a LAST followed by a FIRST, so the packet
+ *     is of this message; a second gap stops it.
+ * A packet placed ahead whose ICRC fails has written only the bytes the
+ * packet of its PSN writes, as above.  Not one held already (a duplicate
+ * could otherwise overwrite what the held one placed).  Other held
+ * requests are copied, their ICRC computed in the same pass.
  */
 #include "transport/rc.h"
 
@@ -41,6 +60,109 @@ static int place_dst(struct uroce_qp *qp, const struct uroce_pkt *pkt, struct io
 	return dst->iov_base ? 1 : 0;
 }
 
+/* The destination of the payload of the WRITE packet pkt, ahead of the PSN
+ * expected by d, or 0 (mr_lock held for read). */
+static int ahead_write_dst(struct uroce_qp *qp, const struct uroce_pkt *pkt, uint32_t d,
+			   struct iovec *dst)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint64_t va, off;
+	uint32_t rkey, len;
+	struct uroce_mr *mr;
+
+	if (pkt->mask & URM_RETH) { /* a FIRST or ONLY */
+		va = ur_reth_va(pkt);
+		rkey = ur_reth_rkey(pkt);
+		len = ur_reth_len(pkt);
+		off = 0;
+	} else if (qp->resp.in_write &&
+		   qp->resp.write_offset + (uint64_t)d * qp->mtu < qp->resp.write_len) {
+		va = qp->resp.write_va;
+		rkey = qp->resp.write_rkey;
+		len = qp->resp.write_len;
+		off = qp->resp.write_offset + (uint64_t)d * qp->mtu;
+	} else if (sk->wfirst_on) {
+		const struct uroce_pkt *f = &sk->held[sk->wfirst_psn % UR_SACK_WIN];
+		uint32_t k = (uint32_t)ur_psn_diff(pkt->psn, sk->wfirst_psn);
+
+		if (!f->bth || f->psn != sk->wfirst_psn || ur_psn_diff(pkt->psn, f->psn) <= 0 ||
+		    !(f->mask & URM_RETH) || (uint64_t)k * qp->mtu >= ur_reth_len(f))
+			return 0;
+		va = ur_reth_va(f);
+		rkey = ur_reth_rkey(f);
+		len = ur_reth_len(f);
+		off = (uint64_t)k * qp->mtu;
+	} else {
+		return 0;
+	}
+	/* as check_resource and exec_write check it when it is replayed */
+	if (len > UROCE_MAX_MSG || off + pkt->paylen > len ||
+	    ((pkt->mask & URM_END) ? off + pkt->paylen != len : pkt->paylen != qp->mtu) ||
+	    !uroce_rkey_ok(qp, rkey, va, len, IBV_ACCESS_REMOTE_WRITE))
+		return 0;
+	mr = uroce_mr_lookup(qp->ctx, rkey);
+	if (!mr || mr->odp)
+		return 0;
+	dst->iov_base = uroce_mr_ptr(mr, va + off, pkt->paylen);
+	dst->iov_len = pkt->paylen;
+	return dst->iov_base ? 1 : 0;
+}
+
+/* The destination of the payload of the SEND MIDDLE or LAST pkt, ahead of
+ * the PSN expected by d, or 0 (mr_lock held for read). */
+static int ahead_send_dst(struct uroce_qp *qp, const struct uroce_pkt *pkt, uint32_t d,
+			  struct iovec *dst)
+{
+	struct uroce_sack *sk = qp->sk;
+	bool run = sk->srun_on && sk->srun_base == qp->resp.psn;
+	uint32_t next = ((run ? sk->srun_hi : qp->resp.psn) + 1) & UR_PSN_MASK;
+
+	if ((pkt->mask & URM_START) || !qp->resp.in_send || !qp->resp.have_rwqe ||
+	    (run && sk->srun_end) || pkt->psn != next ||
+	    (!(pkt->mask & URM_END) && pkt->paylen != qp->mtu))
+		return 0;
+	return uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, qp->resp.rwqe.sg, qp->resp.rwqe.num_sge,
+			     qp->resp.rcv_offset + d * qp->mtu, pkt->paylen, true, dst,
+			     UROCE_MAX_SGE);
+}
+
+/* A request after a gap (sack.c): placed at once where it is known to land,
+ * else held as a copy made while its ICRC is checked; 1, -1 or 0 as
+ * uroce_rx_place. */
+static int place_ahead(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint32_t d = (uint32_t)ur_psn_diff(pkt->psn, qp->resp.psn);
+	struct iovec dst[UROCE_MAX_SGE];
+	bool ok = false;
+	int n = 0;
+
+	if (!uroce_sack_may_hold(qp, pkt) || (pkt->bth[4] & UR_BTH4_PULL))
+		return 0;
+	if (pkt->mask & (URM_WRITE | URM_SEND)) {
+		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		n = (pkt->mask & URM_WRITE) ? ahead_write_dst(qp, pkt, d, dst)
+					    : ahead_send_dst(qp, pkt, d, dst);
+		if (n)
+			ok = uroce_icrc_ok_copy(pkt, ip, dst, n);
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	}
+	if (!n)
+		return uroce_sack_hold_icrc(qp, pkt, ip);
+	if (!ok)
+		return -1;
+	pkt->placed = true;
+	uroce_count(qp->ctx, rx_in_place, 1);
+	uroce_qp_count(qp, held_placed, 1);
+	if (pkt->mask & URM_SEND) {
+		sk->srun_on = true;
+		sk->srun_base = qp->resp.psn;
+		sk->srun_hi = pkt->psn;
+		sk->srun_end = pkt->mask & URM_END;
+	}
+	return 1;
+}
+
 int uroce_rx_place(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
 {
 	enum ibv_qp_state qs = qp->attr.qp_state;
@@ -49,10 +171,13 @@ int uroce_rx_place(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroc
 	int n;
 
 	if ((qs != IBV_QPS_RTR && qs != IBV_QPS_RTS) || (pkt->opcode & UR_TR_MASK) != qp->tr ||
-	    (qp->tr != UR_TR_RC && qp->tr != UR_TR_UC) || !(pkt->mask & URM_REQ) ||
-	    (pkt->mask & URM_START) || !pkt->paylen || pkt->psn != qp->resp.psn ||
+	    (qp->tr != UR_TR_RC && qp->tr != UR_TR_UC) || !(pkt->mask & URM_REQ) || !pkt->paylen ||
 	    (qp->tr == UR_TR_UC && qp->resp.drop_msg) ||
 	    ((pkt->mask & URM_END) ? pkt->paylen > qp->mtu : pkt->paylen != qp->mtu))
+		return 0;
+	if (pkt->psn != qp->resp.psn)
+		return qp->tr == UR_TR_RC && qp->sk ? place_ahead(qp, pkt, ip) : 0;
+	if (pkt->mask & URM_START)
 		return 0;
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
 	n = place_dst(qp, pkt, dst);
