@@ -146,13 +146,12 @@ struct uroce_sack {
 	uint32_t nheld;
 	uint16_t held_epoch; /* the requester incarnation they came from */
 	struct uroce_pkt *held;
-	/* responder: placing held packets at once (rx_place.c): the newest
-	 * WRITE FIRST held, whose MIDDLE and LAST packets land in the range
-	 * its RETH names; the SEND MIDDLE packets placed into the receive
-	 * WQE of the message in progress after resp.psn = srun_base, up to
-	 * srun_hi (srun_end: its LAST among them) */
-	bool wfirst_on, srun_on, srun_end;
-	uint32_t wfirst_psn, srun_base, srun_hi;
+	/* responder: placing held packets at once (rx_place.c): the SEND
+	 * MIDDLE packets placed into the receive WQE of the message in
+	 * progress after resp.psn = srun_base, up to srun_hi (srun_end: its
+	 * LAST among them) */
+	bool srun_on, srun_end;
+	uint32_t srun_base, srun_hi;
 	/* responder: spare buffers for the copies, a list linked through
 	 * their first bytes (sack.c) */
 	uint8_t *pool;
@@ -315,11 +314,6 @@ bool uroce_sack_may_hold(const struct uroce_qp *qp, const struct uroce_pkt *pkt)
  * it is copied: 1 held (pkt->held; uroce_sack_hold then takes it as it
  * is), 0 not (the ICRC did not match: check it as any packet). */
 int uroce_sack_hold_icrc(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip);
-/* Responder: R_Key checks for len bytes at va (IBTA 10.6.3.2; mr_lock
- * held for read): the QP grants access, the key names an MR of the QP's PD
- * with that access, and the range is inside it (resp.c). */
-bool uroce_rkey_ok(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len,
-		   unsigned int access);
 /* Responder: the held packet at psn, moved to *pkt (free pkt->bth). */
 bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt);
 /* Responder: a held packet's copy (uroce_sack_take's) is done with. */

@@ -253,8 +253,8 @@ static enum resp_state check_resource(struct uroce_qp *qp, struct uroce_pkt *pkt
 /* R_Key checks (IBTA 10.6.3.2 / C9-?): the QP grants the access, the key
  * names an MR of the QP's PD with that access, and the range is inside it.
  * Caller holds mr_lock. */
-bool uroce_rkey_ok(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len,
-		   unsigned int access)
+static bool rkey_ok(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len,
+		    unsigned int access)
 {
 	struct uroce_mr *mr;
 
@@ -284,8 +284,8 @@ static enum resp_state check_rkey(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			return RESPST_NAK_INVALID;
 		}
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-		ok = uroce_rkey_ok(qp, ur_atmeth_rkey(pkt), ur_atmeth_va(pkt), 8,
-				   IBV_ACCESS_REMOTE_ATOMIC);
+		ok = rkey_ok(qp, ur_atmeth_rkey(pkt), ur_atmeth_va(pkt), 8,
+			     IBV_ACCESS_REMOTE_ATOMIC);
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		if (!ok)
 			ur_dbg("QP 0x%06x: atomic va 0x%llx rkey 0x%08x: access denied",
@@ -301,7 +301,7 @@ static enum resp_state check_rkey(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return RESPST_NAK_INVALID;
 	}
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-	ok = uroce_rkey_ok(qp, ur_reth_rkey(pkt), ur_reth_va(pkt), ur_reth_len(pkt), access);
+	ok = rkey_ok(qp, ur_reth_rkey(pkt), ur_reth_va(pkt), ur_reth_len(pkt), access);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	if (!ok) {
 		ur_dbg("QP 0x%06x: %s va 0x%llx len %u rkey 0x%08x: access denied",
@@ -647,8 +647,7 @@ static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		bool ok;
 
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-		ok = uroce_rkey_ok(qp, ur_reth_rkey(pkt), ur_reth_va(pkt), len,
-				   IBV_ACCESS_REMOTE_READ);
+		ok = rkey_ok(qp, ur_reth_rkey(pkt), ur_reth_va(pkt), len, IBV_ACCESS_REMOTE_READ);
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		if (ok)
 			send_read_resp(qp, pkt->psn, ur_reth_va(pkt), ur_reth_rkey(pkt), len,

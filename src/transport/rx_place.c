@@ -19,93 +19,71 @@
  * until the gap is filled.  Where its landing place is known, its payload
  * goes there at once as well, and only its headers are kept
  * (docs/selective-repeat.md, "Out-of-order acceptance"):
- *   - a WRITE packet of the message in progress (its PSN within the
- *     packets the RETH's length leaves), of the newest WRITE FIRST held,
- *     or a FIRST or ONLY itself: at its offset (one MTU per PSN) in the
- *     RETH's range, checked as the FIRST's R_Key is (uroce_rkey_ok), the
- *     checks the packet gets when it is replayed in order unchanged;
+ *   - a WRITE MIDDLE or LAST of the message in progress (its PSN within
+ *     the packets the RETH's length leaves): at its offset, one MTU per
+ *     PSN, in the range the FIRST's R_Key was checked for;
  *   - a SEND MIDDLE or LAST at the offset of its PSN in the receive WQE of
  *     the message in progress, when every PSN between the expected one
  *     and it is a SEND MIDDLE placed so (srun): one unknown PSN - the
  *     expected one - cannot be a LAST followed by a FIRST, so the packet
  *     is of this message; a second gap stops it.
- * A packet placed ahead whose ICRC fails has written only the bytes the
- * packet of its PSN writes, as above.  Not one held already (a duplicate
+ * Only the message in progress: every operation before it is done, and
+ * its packets' bytes are disjoint; a later message's bytes may overlap an
+ * earlier one's (ib_write_bw writes one buffer over and over), or a READ
+ * between may read them, so placing it before the earlier one is complete
+ * could leave the earlier one's bytes last or show the READ the later
+ * ones.  A packet placed ahead whose ICRC fails has written only the bytes
+ * the packet of its PSN writes, as above.  Not one held already (a duplicate
  * could otherwise overwrite what the held one placed).  Other held
  * requests are copied, their ICRC computed in the same pass.
  */
 #include "transport/rc.h"
 
-/* The pieces of the destination of pkt, or 0 (mr_lock held for read). */
-static int place_dst(struct uroce_qp *qp, const struct uroce_pkt *pkt, struct iovec *dst)
+/* The destination of the payload of the WRITE packet pkt of the message in
+ * progress at byte off of it, or 0 (mr_lock held for read): the length the
+ * RETH gave, its R_Key checked at the FIRST, the MR looked up again. */
+static int write_dst(struct uroce_qp *qp, const struct uroce_pkt *pkt, uint64_t off,
+		     struct iovec *dst)
 {
-	struct ibv_pd *pd = qp->ibqp.qp_base.pd;
 	struct uroce_mr *mr;
 
-	if ((pkt->mask & URM_SEND) && qp->resp.in_send && qp->resp.have_rwqe)
-		return uroce_sge_map(qp->ctx, pd, qp->resp.rwqe.sg, qp->resp.rwqe.num_sge,
-				     qp->resp.rcv_offset, pkt->paylen, true, dst, UROCE_MAX_SGE);
-	if (!(pkt->mask & URM_WRITE) || !qp->resp.in_write ||
-	    (uint64_t)qp->resp.write_offset + pkt->paylen > qp->resp.write_len ||
-	    ((pkt->mask & URM_END) &&
-	     (uint64_t)qp->resp.write_offset + pkt->paylen != qp->resp.write_len))
+	if (off + pkt->paylen > qp->resp.write_len ||
+	    ((pkt->mask & URM_END) && off + pkt->paylen != qp->resp.write_len))
 		return 0;
 	mr = uroce_mr_lookup(qp->ctx, qp->resp.write_rkey);
 	if (!mr || mr->odp ||
 	    (mr->kind == UROCE_KEY_MW2 && mr->mw_qpn != qp->ibqp.qp_base.qp_num) ||
-	    !uroce_pd_same(mr->ibmr.pd, pd) || !(mr->access & IBV_ACCESS_REMOTE_WRITE))
+	    !uroce_pd_same(mr->ibmr.pd, qp->ibqp.qp_base.pd) ||
+	    !(mr->access & IBV_ACCESS_REMOTE_WRITE))
 		return 0;
-	dst->iov_base = uroce_mr_ptr(mr, qp->resp.write_va + qp->resp.write_offset, pkt->paylen);
+	dst->iov_base = uroce_mr_ptr(mr, qp->resp.write_va + off, pkt->paylen);
 	dst->iov_len = pkt->paylen;
 	return dst->iov_base ? 1 : 0;
 }
 
-/* The destination of the payload of the WRITE packet pkt, ahead of the PSN
- * expected by d, or 0 (mr_lock held for read). */
+/* The pieces of the destination of pkt, or 0 (mr_lock held for read). */
+static int place_dst(struct uroce_qp *qp, const struct uroce_pkt *pkt, struct iovec *dst)
+{
+	if ((pkt->mask & URM_SEND) && qp->resp.in_send && qp->resp.have_rwqe)
+		return uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, qp->resp.rwqe.sg,
+				     qp->resp.rwqe.num_sge, qp->resp.rcv_offset, pkt->paylen, true,
+				     dst, UROCE_MAX_SGE);
+	if (!(pkt->mask & URM_WRITE) || !qp->resp.in_write)
+		return 0;
+	return write_dst(qp, pkt, qp->resp.write_offset, dst);
+}
+
+/* The destination of the payload of the WRITE MIDDLE or LAST pkt, ahead of
+ * the PSN expected by d, or 0 (mr_lock held for read): in the message in
+ * progress, within the packets its RETH's length leaves. */
 static int ahead_write_dst(struct uroce_qp *qp, const struct uroce_pkt *pkt, uint32_t d,
 			   struct iovec *dst)
 {
-	struct uroce_sack *sk = qp->sk;
-	uint64_t va, off;
-	uint32_t rkey, len;
-	struct uroce_mr *mr;
+	uint64_t off = qp->resp.write_offset + (uint64_t)d * qp->mtu;
 
-	if (pkt->mask & URM_RETH) { /* a FIRST or ONLY */
-		va = ur_reth_va(pkt);
-		rkey = ur_reth_rkey(pkt);
-		len = ur_reth_len(pkt);
-		off = 0;
-	} else if (qp->resp.in_write &&
-		   qp->resp.write_offset + (uint64_t)d * qp->mtu < qp->resp.write_len) {
-		va = qp->resp.write_va;
-		rkey = qp->resp.write_rkey;
-		len = qp->resp.write_len;
-		off = qp->resp.write_offset + (uint64_t)d * qp->mtu;
-	} else if (sk->wfirst_on) {
-		const struct uroce_pkt *f = &sk->held[sk->wfirst_psn % UR_SACK_WIN];
-		uint32_t k = (uint32_t)ur_psn_diff(pkt->psn, sk->wfirst_psn);
-
-		if (!f->bth || f->psn != sk->wfirst_psn || ur_psn_diff(pkt->psn, f->psn) <= 0 ||
-		    !(f->mask & URM_RETH) || (uint64_t)k * qp->mtu >= ur_reth_len(f))
-			return 0;
-		va = ur_reth_va(f);
-		rkey = ur_reth_rkey(f);
-		len = ur_reth_len(f);
-		off = (uint64_t)k * qp->mtu;
-	} else {
+	if ((pkt->mask & URM_START) || !qp->resp.in_write || off >= qp->resp.write_len)
 		return 0;
-	}
-	/* as check_resource and exec_write check it when it is replayed */
-	if (len > UROCE_MAX_MSG || off + pkt->paylen > len ||
-	    ((pkt->mask & URM_END) ? off + pkt->paylen != len : pkt->paylen != qp->mtu) ||
-	    !uroce_rkey_ok(qp, rkey, va, len, IBV_ACCESS_REMOTE_WRITE))
-		return 0;
-	mr = uroce_mr_lookup(qp->ctx, rkey);
-	if (!mr || mr->odp)
-		return 0;
-	dst->iov_base = uroce_mr_ptr(mr, va + off, pkt->paylen);
-	dst->iov_len = pkt->paylen;
-	return dst->iov_base ? 1 : 0;
+	return write_dst(qp, pkt, off, dst);
 }
 
 /* The destination of the payload of the SEND MIDDLE or LAST pkt, ahead of

@@ -116,10 +116,8 @@ void uroce_sack_clear(struct uroce_qp *qp)
 {
 	struct uroce_sack *sk = qp->sk;
 
-	if (sk) {
-		sk->wfirst_on = false;
+	if (sk)
 		sk->srun_on = false;
-	}
 	for (uint32_t i = 0; sk && sk->held && sk->nheld && i < UR_SACK_WIN; i++)
 		if (sk->held[i].bth)
 			held_drop(qp, &sk->held[i]);
@@ -185,9 +183,7 @@ static struct uroce_pkt *hold_slot(struct uroce_qp *qp, const struct uroce_pkt *
 	return h;
 }
 
-/* pkt goes into its slot h with its copy b.  A WRITE FIRST is remembered:
- * the MIDDLE and LAST packets after it are placed at once, in the range
- * its RETH names (rx_place.c). */
+/* pkt goes into its slot h with its copy b. */
 static void hold_fill(struct uroce_qp *qp, struct uroce_pkt *h, const struct uroce_pkt *pkt,
 		      uint8_t *b)
 {
@@ -200,10 +196,6 @@ static void hold_fill(struct uroce_qp *qp, struct uroce_pkt *h, const struct uro
 	atomic_fetch_add(&held_bytes, held_size(h));
 	sk->nheld++;
 	sk->held_epoch = ur_bth_epoch(pkt->bth);
-	if ((pkt->mask & (URM_WRITE | URM_START | URM_END)) == (URM_WRITE | URM_START)) {
-		sk->wfirst_on = true;
-		sk->wfirst_psn = pkt->psn;
-	}
 }
 
 bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt)

@@ -212,6 +212,134 @@ static void test_request_loss(void)
 		}
 }
 
+/* Four messages of 5 packets in one chain, losses in them: what is held
+ * behind a loss is placed at once only in the message in progress, never
+ * a later message's packets (nor a SEND's that two unknown PSNs could put
+ * in another message); every message arrives once,
+ * intact, and nothing else is written (do_batch checks every byte between
+ * the messages).  Also with duplication, reordering and corruption on both
+ * sides: placed packets whose ICRC fails, duplicates of placed ones. */
+static void test_ahead(void)
+{
+	enum { PL_ANY, PL_NONE, PL_SOME };
+	static const struct {
+		const char *what, *spec;
+		int pl_write, pl_send;
+	} pat[] = {
+	    {"a middle packet of the first", "drop_to=%B:1+2", PL_SOME, PL_SOME},
+	    /* a later message is never placed before an earlier one is done */
+	    {"the FIRST of the second", "drop_to=%B:1+6", PL_NONE, PL_NONE},
+	    /* two unknown PSNs: a SEND MIDDLE behind them is not placed */
+	    {"the LAST of the first, FIRST of the second", "drop_to=%B:2+5", PL_NONE, PL_NONE},
+	    {"bursts", "drop_to=%B:2+3,drop_to=%B:1+9,drop_to=%B:3+13", PL_SOME, PL_ANY},
+	    {"a middle packet and the SACK", "drop_to=%B:1+2,drop_to=%A:1+1", PL_SOME, PL_SOME},
+	    {"dup, reorder", "drop_to=%B:1+2,dup=0.2,reorder=0.2,seed=21", PL_ANY, PL_ANY},
+	    {"corrupt, dup", "drop_to=%B:1+7,corrupt=0.08,dup=0.1,seed=22", PL_ANY, PL_ANY},
+	    {"drop, corrupt, both ways", "drop=0.1,corrupt=0.05,dir=both,seed=23", PL_ANY, PL_ANY},
+	};
+	static const enum ibv_wr_opcode ops[] = {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
+						 IBV_WR_SEND, IBV_WR_SEND_WITH_IMM};
+
+	for (unsigned int k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
+		for (unsigned int i = 0; i < sizeof(pat) / sizeof(pat[0]); i++) {
+			bool send = ops[k] == IBV_WR_SEND || ops[k] == IBV_WR_SEND_WITH_IMM;
+			int pl = send ? pat[i].pl_send : pat[i].pl_write;
+			struct pair_opts o = default_opts(IBV_MTU_1024);
+			struct xfer w = {.op = IBV_WR_RDMA_WRITE, .size = 8, .lsge = 1, .rsge = 1};
+			struct bop b[4];
+			struct outcome r = {0};
+			struct harness h;
+			char what[96];
+			bool calm;
+
+			unsetenv("UROCE_FAULT");
+			if (harness_open(&h) || pair_create(&h, &o)) {
+				CHECK(0, "ahead: harness");
+				harness_close(&h);
+				continue;
+			}
+			set_fault(&h, pat[i].spec);
+			for (int m = 0; m < 4; m++)
+				b[m] = (struct bop){
+				    .op = ops[k], .size = 4 * 1024 + 100 + 8 * m, .signaled = true};
+			r.ok = do_xfer(&h, &w, 4720); /* each side learns the other offers it */
+			calm = !CNT(&h, 0, retransmits);
+			r.ok = do_batch(&h, b, 4, 4721 + i, 1) && r.ok;
+			count_outcome(&h, &r);
+			calm = calm && !r.timeouts;
+			snprintf(what, sizeof(what), "%s x4, %s", op_name(ops[k]), pat[i].what);
+			print_outcome(what, pat[i].spec, &r);
+			CHECK(r.ok, "%s: transfer", what);
+			CHECK(r.naks == 0 || strstr(pat[i].spec, "corrupt"), "%s: %lu NAKs", what,
+			      r.naks);
+			if (calm) { /* (a timeout resends what was held: other counts) */
+				CHECK(pl != PL_NONE || r.placed == 0, "%s: %lu placed, none known",
+				      what, r.placed);
+				CHECK(pl != PL_SOME || r.placed > 0,
+				      "%s: nothing placed of %lu held", what, r.held);
+			}
+			harness_close(&h);
+			unsetenv("UROCE_FAULT");
+		}
+}
+
+/* Two WRITEs of 5 packets to the same remote bytes, a middle packet of the
+ * first lost: the second's packets arrive behind the gap and must not be
+ * placed before the first is complete - its resent packet would then
+ * overwrite them, and the bytes the first wrote would be left. */
+static void test_overlap(void)
+{
+	static const char *const spec[] = {"drop_to=%B:1+2", "drop_to=%B:2+3",
+					   "drop_to=%B:1+2,dup=0.3,reorder=0.3,seed=31"};
+
+	for (unsigned int i = 0; i < sizeof(spec) / sizeof(spec[0]); i++) {
+		struct pair_opts o = default_opts(IBV_MTU_1024);
+		struct xfer w = {.op = IBV_WR_RDMA_WRITE, .size = 8, .lsge = 1, .rsge = 1};
+		uint32_t len = 4 * 1024 + 100, dst = LOCAL_BASE, src[2] = {dst, dst + len + GUARD};
+		struct ibv_send_wr wr[2], *bad;
+		struct ibv_sge sge[2];
+		struct ibv_wc wc[2];
+		struct outcome r = {0};
+		struct harness h;
+		bool ok;
+
+		unsetenv("UROCE_FAULT");
+		if (harness_open(&h) || pair_create(&h, &o)) {
+			CHECK(0, "overlap: harness");
+			harness_close(&h);
+			continue;
+		}
+		set_fault(&h, spec[i]);
+		ok = do_xfer(&h, &w, 4730);
+		for (int k = 0; k < 2; k++) {
+			fill_pattern(h.s[0].buf + src[k], len, 4731 + (uint64_t)k);
+			sge[k] = (struct ibv_sge){.addr = (uintptr_t)(h.s[0].buf + src[k]),
+						  .length = len,
+						  .lkey = h.s[0].mr->lkey};
+			wr[k] = (struct ibv_send_wr){.wr_id = (uint64_t)k,
+						     .next = k ? NULL : &wr[1],
+						     .sg_list = &sge[k],
+						     .num_sge = 1,
+						     .opcode = IBV_WR_RDMA_WRITE,
+						     .send_flags = IBV_SEND_SIGNALED};
+			wr[k].wr.rdma.remote_addr = (uintptr_t)(h.s[1].buf + dst);
+			wr[k].wr.rdma.rkey = h.s[1].mr->rkey;
+		}
+		ok = ok && ibv_post_send(h.s[0].qp, wr, &bad) == 0 &&
+		     wait_wc(h.s[0].scq, wc, 2, WAIT_MS) == 0 && wc[0].status == IBV_WC_SUCCESS &&
+		     wc[1].status == IBV_WC_SUCCESS;
+		count_outcome(&h, &r);
+		r.ok = ok;
+		print_outcome("WRITE x2 to the same bytes", spec[i], &r);
+		CHECK(ok, "overlap %s: transfer", spec[i]);
+		CHECK(!memcmp(h.s[1].buf + dst, h.s[0].buf + src[1], len),
+		      "overlap %s: the second WRITE's bytes are not the ones left", spec[i]);
+		CHECK(r.held > 0, "overlap %s: nothing held", spec[i]);
+		harness_close(&h);
+		unsetenv("UROCE_FAULT");
+	}
+}
+
 /* READ responses lost on the way to A: the READ is asked for again from
  * the first missing response, nothing after it is resent. */
 static void test_read_loss(void)
@@ -404,13 +532,18 @@ static void test_stream(void)
 int main(int argc, char **argv)
 {
 	double t0 = now_s();
-	const char *only = argc > 1 ? argv[1] : ""; /* run one part: loss, read, nego, stream */
+	const char *only =
+	    argc > 1 ? argv[1] : ""; /* run one part: loss, ahead, read, nego, stream, renege */
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	unsetenv("UROCE_SACK"); /* on by default in native mode: read at RTR */
 	unsetenv("UROCE_CC");
 	if (!*only || !strcmp(only, "loss"))
 		test_request_loss();
+	if (!*only || !strcmp(only, "ahead")) {
+		test_ahead();
+		test_overlap();
+	}
 	if (!*only || !strcmp(only, "read"))
 		test_read_loss();
 	if (!*only || !strcmp(only, "nego"))
