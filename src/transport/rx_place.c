@@ -73,35 +73,26 @@ static int place_dst(struct uroce_qp *qp, const struct uroce_pkt *pkt, struct io
 	return write_dst(qp, pkt, qp->resp.write_offset, dst);
 }
 
-/* The destination of the payload of the WRITE MIDDLE or LAST pkt, ahead of
- * the PSN expected by d, or 0 (mr_lock held for read): in the message in
- * progress, within the packets its RETH's length leaves. */
-static int ahead_write_dst(struct uroce_qp *qp, const struct uroce_pkt *pkt, uint32_t d,
-			   struct iovec *dst)
+/* Is pkt, ahead of the PSN expected by d, a MIDDLE or LAST of the message
+ * in progress whose offset is known (qp->lock only: no mr_lock for the
+ * packets of later messages)?  A WRITE's when its PSN is within the
+ * packets the RETH's length leaves; a SEND's when every PSN between is a
+ * SEND MIDDLE placed so (srun).  (Full-MTU MIDDLEs: uroce_rx_place.) */
+static bool ahead_known(const struct uroce_qp *qp, const struct uroce_pkt *pkt, uint32_t d)
 {
-	uint64_t off = qp->resp.write_offset + (uint64_t)d * qp->mtu;
+	const struct uroce_sack *sk = qp->sk;
+	bool run;
 
-	if ((pkt->mask & URM_START) || !qp->resp.in_write || off >= qp->resp.write_len)
-		return 0;
-	return write_dst(qp, pkt, off, dst);
-}
-
-/* The destination of the payload of the SEND MIDDLE or LAST pkt, ahead of
- * the PSN expected by d, or 0 (mr_lock held for read). */
-static int ahead_send_dst(struct uroce_qp *qp, const struct uroce_pkt *pkt, uint32_t d,
-			  struct iovec *dst)
-{
-	struct uroce_sack *sk = qp->sk;
-	bool run = sk->srun_on && sk->srun_base == qp->resp.psn;
-	uint32_t next = ((run ? sk->srun_hi : qp->resp.psn) + 1) & UR_PSN_MASK;
-
-	if ((pkt->mask & URM_START) || !qp->resp.in_send || !qp->resp.have_rwqe ||
-	    (run && sk->srun_end) || pkt->psn != next ||
-	    (!(pkt->mask & URM_END) && pkt->paylen != qp->mtu))
-		return 0;
-	return uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, qp->resp.rwqe.sg, qp->resp.rwqe.num_sge,
-			     qp->resp.rcv_offset + d * qp->mtu, pkt->paylen, true, dst,
-			     UROCE_MAX_SGE);
+	if (pkt->mask & URM_START)
+		return false;
+	if (pkt->mask & URM_WRITE)
+		return qp->resp.in_write &&
+		       qp->resp.write_offset + (uint64_t)d * qp->mtu < qp->resp.write_len;
+	if (!(pkt->mask & URM_SEND) || !qp->resp.in_send || !qp->resp.have_rwqe)
+		return false;
+	run = sk->srun_on && sk->srun_base == qp->resp.psn;
+	return !(run && sk->srun_end) &&
+	       pkt->psn == (((run ? sk->srun_hi : qp->resp.psn) + 1) & UR_PSN_MASK);
 }
 
 /* A request after a gap (sack.c): placed at once where it is known to land,
@@ -117,10 +108,13 @@ static int place_ahead(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct 
 
 	if (!uroce_sack_may_hold(qp, pkt) || (pkt->bth[4] & UR_BTH4_PULL))
 		return 0;
-	if (pkt->mask & (URM_WRITE | URM_SEND)) {
+	if (ahead_known(qp, pkt, d)) {
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-		n = (pkt->mask & URM_WRITE) ? ahead_write_dst(qp, pkt, d, dst)
-					    : ahead_send_dst(qp, pkt, d, dst);
+		n = (pkt->mask & URM_WRITE)
+			? write_dst(qp, pkt, qp->resp.write_offset + (uint64_t)d * qp->mtu, dst)
+			: uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, qp->resp.rwqe.sg,
+					qp->resp.rwqe.num_sge, qp->resp.rcv_offset + d * qp->mtu,
+					pkt->paylen, true, dst, UROCE_MAX_SGE);
 		if (n)
 			ok = uroce_icrc_ok_copy(pkt, ip, dst, n);
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
