@@ -10,6 +10,11 @@
  * f->lock (receive path); f->lock is never held while a packet is delivered
  * to a QP, because delivering takes qp->lock and may transmit.
  *
+ * A packet whose payload leaves from registered memory (gso.c's gathered
+ * packets) is decided on by its headers: one the faults pass untouched is
+ * sent as it is, not copied; a corrupted, duplicated or held one is made
+ * one buffer first (uroce_fault_tx_gather).
+ *
  * Held packets (reorder, delay) sit in one FIFO per context and record the
  * endpoint they belong to.  They leave on a later transmit, on a later
  * uroce_ep_poll() of their endpoint, or from the progress engine's timer
