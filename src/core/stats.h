@@ -50,6 +50,8 @@
 	X(sacks_tx, "sent_sacks", "selective ACKs sent (uroce peers, docs/design.md)")             \
 	X(sacks_rx, "rcvd_sacks", "selective ACKs received")                                       \
 	X(held_req, "held_request", "requests held after a gap for selective repeat")              \
+	X(held_placed, "held_in_place",                                                            \
+	  "requests held after a gap whose payload was placed at once (rx_place.c)")               \
 	X(retry_exc, "retry_exceeded_err", "WQEs failed: retry_cnt exhausted")                     \
 	X(rnr_retry_exc, "retry_rnr_exceeded_err", "WQEs failed: rnr_retry exhausted")             \
 	X(wc_err, "completion_err", "send WQEs completed with an error (not flushes)")             \

@@ -674,13 +674,19 @@ struct uroce_tx_pkt {
 	uint32_t tlen;
 	uint32_t len;
 };
-/* May a packet to ip go through uroce_gso_add_gather?  Not with faults,
- * capture or batching off, nor to a peer the same-host wire may serve. */
+/* May a packet to ip go through uroce_ep_xmit_gather?  Not with capture
+ * or batching off, nor to a peer the same-host wire may serve. */
 bool uroce_ep_gather_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip);
 /* Queue t (after uroce_ep_gather_ok).  The payload memory must stay mapped
  * until the batch leaves: the caller holds ctx->mr_lock for read, and
  * ibv_dereg_mr / ibv_rereg_mr send every batch after taking it. */
 void uroce_gso_add_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			  struct uroce_tx_pkt *t);
+/* The t->len bytes of t, one after the other, into buf. */
+void uroce_tx_pkt_linear(const struct uroce_tx_pkt *t, uint8_t *buf);
+/* uroce_gso_add_gather through UROCE_FAULT's transmit faults when they are
+ * on (src/net/fault.c: a packet it lets pass is not copied). */
+void uroce_ep_xmit_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
 			  struct uroce_tx_pkt *t);
 /* Send every endpoint's batch (ibv_dereg_mr, ibv_rereg_mr). */
 void uroce_ctx_flush_tx(struct uroce_ctx *ctx);

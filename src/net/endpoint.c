@@ -572,9 +572,9 @@ static int rx_place(struct uroce_ep *ep, struct uroce_pkt *pkt, const struct uro
 	}
 	/* standard-port peers number their IPv4 IDs: the ICRC is found
 	 * another way (uroce_icrc_ok_any_ipid) */
-	if (!place_mode || !(pkt->mask & URM_REQ) || (pkt->mask & URM_START) || !pkt->paylen ||
-	    !ur_bth_pkey_ok(pkt) || pkt->qpn == UROCE_MCAST_QPN || pkt->qpn == 1 || ep->std ||
-	    uroce_std_mode() || !(qp = ep->slot[ep_slot_of(ep, pkt->qpn)]))
+	if (!place_mode || !(pkt->mask & URM_REQ) || !pkt->paylen || !ur_bth_pkey_ok(pkt) ||
+	    pkt->qpn == UROCE_MCAST_QPN || pkt->qpn == 1 || ep->std || uroce_std_mode() ||
+	    !(qp = ep->slot[ep_slot_of(ep, pkt->qpn)]))
 		return 0;
 	pthread_mutex_lock(&qp->lock);
 	r = uroce_rx_place(qp, pkt, ip);
@@ -674,7 +674,8 @@ static void deliver_shm(struct uroce_ep *ep, uint8_t *data, size_t len,
 }
 
 /* UROCE_FAULT (src/net/fault.c) sends and delivers held packets with these. */
-static const struct uroce_fault_ops fault_ops = {.xmit = ep_xmit_raw, .deliver = deliver};
+static const struct uroce_fault_ops fault_ops = {
+    .xmit = ep_xmit_raw, .xmit_gather = uroce_gso_add_gather, .deliver = deliver};
 
 /* Not to a destination the same-host wire may serve: all the packets of a
  * link take uroce_ep_xmit, in order. */
@@ -687,8 +688,17 @@ bool uroce_ep_gather_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip)
 
 		gather_mode = !(v && !strcmp(v, "1"));
 	}
-	return gather_mode && ep->gso && ip->family == AF_INET && !uroce_fault_on(ep->ctx) &&
-	       !ep->ctx->pcap && !(ep->shm && uroce_shm_dst_local(ep->ctx, ip->dst.v4));
+	return gather_mode && ep->gso && ip->family == AF_INET && !ep->ctx->pcap &&
+	       !(ep->shm && uroce_shm_dst_local(ep->ctx, ip->dst.v4));
+}
+
+void uroce_ep_xmit_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			  struct uroce_tx_pkt *t)
+{
+	if (uroce_fault_on(ep->ctx))
+		uroce_fault_tx_gather(ep, ip, t, &fault_ops);
+	else
+		uroce_gso_add_gather(ep, ip, t);
 }
 
 void uroce_ctx_flush_tx(struct uroce_ctx *ctx)

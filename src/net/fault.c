@@ -10,6 +10,11 @@
  * f->lock (receive path); f->lock is never held while a packet is delivered
  * to a QP, because delivering takes qp->lock and may transmit.
  *
+ * A packet whose payload leaves from registered memory (gso.c's gathered
+ * packets) is decided on by its headers: one the faults pass untouched is
+ * sent as it is, not copied; a corrupted, duplicated or held one is made
+ * one buffer first (uroce_fault_tx_gather).
+ *
  * Held packets (reorder, delay) sit in one FIFO per context and record the
  * endpoint they belong to.  They leave on a later transmit, on a later
  * uroce_ep_poll() of their endpoint, or from the progress engine's timer
@@ -458,13 +463,48 @@ static uint64_t earliest_locked(const struct uroce_fault *f)
 
 /* ---- hooks ---- */
 
+/* What the transmit faults d do to the packet buf (f->lock held): corrupt
+ * it (in tmp), send a duplicate, hold it or send it; what ops->xmit
+ * returned for it, 0 when it was held; *arm: when a held one is due. */
+static int tx_apply(struct uroce_fault *f, struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+		    const uint8_t *buf, size_t len, const struct decision *d, uint8_t *tmp,
+		    const struct uroce_fault_ops *ops, uint64_t *arm)
+{
+	const uint8_t *p = buf;
+
+	if (d->corrupt) {
+		if (p != tmp)
+			memcpy(tmp, buf, len);
+		flip(tmp, d->bit);
+		p = tmp;
+	}
+	if (d->dup) {
+		ops->xmit(ep, ip, p, len);
+		f->out[UROCE_FAULT_TX]++;
+	}
+	if (d->hold && hold(f, ep->ctx, UROCE_FAULT_TX, ep, ip, p, len, d)) {
+		*arm = d->due_ns;
+		return 0;
+	}
+	f->out[UROCE_FAULT_TX]++;
+	return ops->xmit(ep, ip, p, len);
+}
+
+/* After a packet: held transmit packets now due leave (f->lock held). */
+static void tx_release(struct uroce_fault *f, const struct uroce_fault_ops *ops, uint64_t now)
+{
+	struct held *none = NULL, **tail = &none;
+
+	if (f->head)
+		release_locked(f, NULL, ops, now, &tail);
+}
+
 int uroce_fault_tx(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len,
 		   const struct uroce_fault_ops *ops)
 {
 	struct uroce_ctx *ctx = ep->ctx;
 	struct uroce_fault *f = fault_get(ctx);
 	uint8_t tmp[FAULT_MAX_PKT];
-	const uint8_t *p = buf;
 	struct decision d;
 	uint64_t now, arm = 0;
 	int r = 0;
@@ -474,32 +514,45 @@ int uroce_fault_tx(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
 	pthread_mutex_lock(&f->lock);
 	now = uroce_now_ns();
 	decide(f, ctx, UROCE_FAULT_TX, ep, ip, buf, len, now, &d);
-	if (!d.drop) {
-		if (d.corrupt) {
-			memcpy(tmp, buf, len);
-			flip(tmp, d.bit);
-			p = tmp;
-		}
-		if (d.dup) {
-			ops->xmit(ep, ip, p, len);
-			f->out[UROCE_FAULT_TX]++;
-		}
-		if (d.hold && hold(f, ctx, UROCE_FAULT_TX, ep, ip, p, len, &d)) {
-			arm = d.due_ns;
-		} else {
-			r = ops->xmit(ep, ip, p, len);
-			f->out[UROCE_FAULT_TX]++;
-		}
-	}
-	if (f->head) {
-		struct held *none = NULL, **tail = &none;
-
-		release_locked(f, NULL, ops, now, &tail);
-	}
+	if (!d.drop)
+		r = tx_apply(f, ep, ip, buf, len, &d, tmp, ops, &arm);
+	tx_release(f, ops, now);
 	pthread_mutex_unlock(&f->lock);
 	if (arm)
 		uroce_progress_arm(ctx, arm);
 	return r;
+}
+
+void uroce_fault_tx_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			   struct uroce_tx_pkt *t, const struct uroce_fault_ops *ops)
+{
+	struct uroce_ctx *ctx = ep->ctx;
+	struct uroce_fault *f = fault_get(ctx);
+	uint8_t tmp[FAULT_MAX_PKT];
+	struct decision d;
+	uint64_t now, arm = 0;
+
+	if (!f || !(f->cfg.dir & UROCE_FAULT_TX)) {
+		ops->xmit_gather(ep, ip, t);
+		return;
+	}
+	pthread_mutex_lock(&f->lock);
+	now = uroce_now_ns();
+	/* the decision reads the BTH only (drop_qp): the header suffices */
+	decide(f, ctx, UROCE_FAULT_TX, ep, ip, t->hdr, t->len, now, &d);
+	if (!d.drop && ((!d.corrupt && !d.dup && !d.hold) || t->len > sizeof(tmp))) {
+		/* passed untouched: its payload leaves from where it is */
+		ops->xmit_gather(ep, ip, t);
+		f->out[UROCE_FAULT_TX]++;
+	} else if (!d.drop) {
+		/* damaged, doubled or held: one buffer, as any packet */
+		uroce_tx_pkt_linear(t, tmp);
+		tx_apply(f, ep, ip, tmp, t->len, &d, tmp, ops, &arm);
+	}
+	tx_release(f, ops, now);
+	pthread_mutex_unlock(&f->lock);
+	if (arm)
+		uroce_progress_arm(ctx, arm);
 }
 
 bool uroce_fault_rx(struct uroce_ep *ep, uint8_t *data, size_t len, const struct uroce_ipinfo *ip,

@@ -24,6 +24,9 @@ struct uroce_fault_ops {
 	/* Send one packet now, bypassing fault injection. */
 	int (*xmit)(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf,
 		    size_t len);
+	/* The same for a packet whose payload stays in registered memory. */
+	void (*xmit_gather)(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			    struct uroce_tx_pkt *t);
 	/* Parse, check and hand one received packet to its QP (rx_lock held). */
 	void (*deliver)(struct uroce_ep *ep, uint8_t *data, size_t len,
 			const struct uroce_ipinfo *ip);
@@ -66,6 +69,13 @@ static inline bool uroce_fault_on(struct uroce_ctx *ctx)
  * for the packet, 0 when the packet was dropped or held on purpose. */
 int uroce_fault_tx(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len,
 		   const struct uroce_fault_ops *ops);
+
+/* uroce_fault_tx for a packet whose payload stays in registered memory
+ * (struct uroce_tx_pkt): one the faults pass untouched goes out through
+ * ops->xmit_gather, not copied; a corrupted, duplicated or held one is
+ * copied into one buffer first, as uroce_fault_tx's are. */
+void uroce_fault_tx_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			   struct uroce_tx_pkt *t, const struct uroce_fault_ops *ops);
 
 /* Receive path (ep->rx_lock held), before parsing: apply rx faults.  May
  * flip a bit of data in place or deliver an extra copy through

@@ -287,15 +287,10 @@ bool uroce_gso_add(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
 	return true;
 }
 
-/* The gathered packet as one buffer, sent by itself: the endpoint stopped
- * batching (its GSO was refused) after the caller asked. */
-static void send_linear(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
-			const struct uroce_tx_pkt *t)
+void uroce_tx_pkt_linear(const struct uroce_tx_pkt *t, uint8_t *buf)
 {
-	uint8_t *buf = malloc(t->len), *p = buf;
+	uint8_t *p = buf;
 
-	if (!buf)
-		return; /* lost, as by a full socket buffer */
 	memcpy(p, t->hdr, t->hlen);
 	p += t->hlen;
 	for (int i = 0; i < t->niov; i++) {
@@ -303,6 +298,18 @@ static void send_linear(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
 		p += t->iov[i].iov_len;
 	}
 	memcpy(p, t->trl, t->tlen);
+}
+
+/* The gathered packet as one buffer, sent by itself: the endpoint stopped
+ * batching (its GSO was refused) after the caller asked. */
+static void send_linear(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			const struct uroce_tx_pkt *t)
+{
+	uint8_t *buf = malloc(t->len);
+
+	if (!buf)
+		return; /* lost, as by a full socket buffer */
+	uroce_tx_pkt_linear(t, buf);
 	if (!uroce_udp_send(ep, ip, buf, t->len, 0)) {
 		uroce_count(ep->ctx, tx_pkts, 1);
 		uroce_count(ep->ctx, tx_bytes, t->len);

@@ -69,6 +69,7 @@ int uroce_pkt_parse(struct uroce_pkt *pkt, uint8_t *buf, size_t len)
 	pkt->payload = buf + info->length;
 	pkt->paylen = body - pad;
 	pkt->placed = false;
+	pkt->held = false;
 	pkt->pull.pid = 0;
 	pkt->pull.ring = NULL;
 	return 0;
@@ -100,6 +101,7 @@ void uroce_pkt_init(struct uroce_pkt *pkt, uint8_t *buf, uint8_t opcode, uint32_
 	pkt->ackreq = false;
 	pkt->se = false;
 	pkt->placed = false;
+	pkt->held = false;
 }
 
 void uroce_pkt_pad(struct uroce_pkt *pkt)

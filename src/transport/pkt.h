@@ -188,6 +188,7 @@ struct uroce_pkt {
 	bool ackreq;
 	bool se;
 	bool placed; /* the payload is in its destination already (rx_place.c) */
+	bool held;   /* kept after a gap already, its ICRC checked (sack.c) */
 	/* a pull record's source process (net/shm.c; pid 0: not one) */
 	struct uroce_pull_src {
 		int32_t pid;

@@ -146,6 +146,12 @@ struct uroce_sack {
 	uint32_t nheld;
 	uint16_t held_epoch; /* the requester incarnation they came from */
 	struct uroce_pkt *held;
+	/* responder: placing held packets at once (rx_place.c): the SEND
+	 * MIDDLE packets placed into the receive WQE of the message in
+	 * progress after resp.psn = srun_base, up to srun_hi (srun_end: its
+	 * LAST among them) */
+	bool srun_on, srun_end;
+	uint32_t srun_base, srun_hi;
 	/* responder: spare buffers for the copies, a list linked through
 	 * their first bytes (sack.c) */
 	uint8_t *pool;
@@ -165,8 +171,8 @@ struct uroce_sack {
 	uint64_t base_rtt_ns, cc_next_ns, target_ns;
 	uint64_t last_rtt_ns;
 	uint64_t queue_rtt_ns; /* the smaller of the last two samples */
-	bool loss_mode;	 /* competing with a queue filler (sack.c) */
-	bool slow_start; /* from CC_INIT_PKTS until a long round trip */
+	bool loss_mode;	       /* competing with a queue filler (sack.c) */
+	bool slow_start;       /* from CC_INIT_PKTS until a long round trip */
 	uint8_t low_rtts;
 	/* loss mode: one decrease per recovery episode, until una passes
 	 * what had been sent at the last one (TCP NewReno's recovery point) */
@@ -301,6 +307,13 @@ static inline void uroce_sack_rx(struct uroce_qp *qp, const struct uroce_pkt *pk
 /* Responder: keep a copy of pkt, which arrived after a gap; false when it
  * cannot (too far ahead, out of memory): go-back-N handles it then. */
 bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt);
+/* Responder: may pkt be held after a gap (within the window, not held
+ * already, the requester's incarnation, the memory bound)? */
+bool uroce_sack_may_hold(const struct uroce_qp *qp, const struct uroce_pkt *pkt);
+/* Responder: hold pkt (uroce_sack_may_hold said so), its ICRC checked while
+ * it is copied: 1 held (pkt->held; uroce_sack_hold then takes it as it
+ * is), 0 not (the ICRC did not match: check it as any packet). */
+int uroce_sack_hold_icrc(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip);
 /* Responder: the held packet at psn, moved to *pkt (free pkt->bth). */
 bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt);
 /* Responder: a held packet's copy (uroce_sack_take's) is done with. */

@@ -50,7 +50,7 @@ bool uroce_qp_xmit_gather(struct uroce_qp *qp, struct uroce_pkt *pkt, const stru
 		 uroce_opcode_name(pkt->opcode), pkt->psn, pkt->len);
 	uroce_qp_stat(qp, tx_pkts, 1);
 	uroce_qp_stat(qp, tx_bytes, pkt->len);
-	uroce_gso_add_gather(qp->ep, &qp->path, &t);
+	uroce_ep_xmit_gather(qp->ep, &qp->path, &t);
 	return true;
 }
 

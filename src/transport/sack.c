@@ -97,17 +97,30 @@ void uroce_sack_put(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	pkt->bth = NULL;
 }
 
+/* The bytes a held packet keeps: all of it, or its headers only when its
+ * payload is in its destination already (rx_place.c). */
+static uint32_t held_size(const struct uroce_pkt *pkt)
+{
+	return pkt->placed ? (uint32_t)(pkt->payload - pkt->bth) : pkt->len;
+}
+
+/* A held packet leaves its slot h (not taken: dropped). */
+static void held_drop(struct uroce_qp *qp, struct uroce_pkt *h)
+{
+	atomic_fetch_sub(&held_bytes, held_size(h));
+	uroce_sack_put(qp, h);
+	qp->sk->nheld--;
+}
+
 void uroce_sack_clear(struct uroce_qp *qp)
 {
 	struct uroce_sack *sk = qp->sk;
 
-	for (uint32_t i = 0; sk && sk->held && sk->nheld && i < UR_SACK_WIN; i++) {
-		if (!sk->held[i].bth)
-			continue;
-		atomic_fetch_sub(&held_bytes, sk->held[i].len);
-		uroce_sack_put(qp, &sk->held[i]);
-		sk->nheld--;
-	}
+	if (sk)
+		sk->srun_on = false;
+	for (uint32_t i = 0; sk && sk->held && sk->nheld && i < UR_SACK_WIN; i++)
+		if (sk->held[i].bth)
+			held_drop(qp, &sk->held[i]);
 }
 
 void uroce_sack_free(struct uroce_qp *qp)
@@ -157,40 +170,103 @@ void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	t->sacked = false;
 }
 
+/* The slot for pkt, emptied of a stale packet (from before the window
+ * moved); NULL when pkt's PSN is held already. */
+static struct uroce_pkt *hold_slot(struct uroce_qp *qp, const struct uroce_pkt *pkt)
+{
+	struct uroce_pkt *h = &qp->sk->held[pkt->psn % UR_SACK_WIN];
+
+	if (h->bth && h->psn == pkt->psn)
+		return NULL;
+	if (h->bth)
+		held_drop(qp, h);
+	return h;
+}
+
+/* pkt goes into its slot h with its copy b. */
+static void hold_fill(struct uroce_qp *qp, struct uroce_pkt *h, const struct uroce_pkt *pkt,
+		      uint8_t *b)
+{
+	struct uroce_sack *sk = qp->sk;
+
+	*h = *pkt;
+	h->bth = b;
+	h->payload = b + (pkt->payload - pkt->bth);
+	h->held = false;
+	atomic_fetch_add(&held_bytes, held_size(h));
+	sk->nheld++;
+	sk->held_epoch = ur_bth_epoch(pkt->bth);
+}
+
 bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 {
 	struct uroce_sack *sk = qp->sk;
 	int32_t d = ur_psn_diff(pkt->psn, qp->resp.psn);
+	uint32_t n = held_size(pkt);
 	struct uroce_pkt *h;
+	uint8_t *b;
 
+	if (pkt->held)
+		return true; /* held with its ICRC checked (uroce_sack_hold_icrc) */
 	if (d <= 0 || (uint32_t)d >= UR_SACK_WIN)
 		return false;
 	if (sk->nheld && ur_bth_epoch(pkt->bth) != sk->held_epoch)
 		uroce_sack_clear(qp); /* the requester started over */
-	sk->held_epoch = ur_bth_epoch(pkt->bth);
 	if (!sk->held && !(sk->held = calloc(UR_SACK_WIN, sizeof(*sk->held))))
 		return false;
-	h = &sk->held[pkt->psn % UR_SACK_WIN];
-	if (h->bth && h->psn == pkt->psn) {
+	if (!(h = hold_slot(qp, pkt))) {
 		uroce_qp_count(qp, dup_req, 1); /* held already */
 		return true;
 	}
-	if (h->bth) { /* a stale one, from before the window moved */
-		atomic_fetch_sub(&held_bytes, h->len);
-		uroce_sack_put(qp, h);
-		sk->nheld--;
-	}
-	if (atomic_load(&held_bytes) + pkt->len > SACK_HELD_MAX)
+	if (atomic_load(&held_bytes) + n > SACK_HELD_MAX || !(b = buf_get(qp, n)))
 		return false;
-	*h = *pkt;
-	h->bth = buf_get(qp, pkt->len);
-	if (!h->bth)
-		return false;
-	memcpy(h->bth, pkt->bth, pkt->len);
-	h->payload = h->bth + (pkt->payload - pkt->bth);
-	atomic_fetch_add(&held_bytes, pkt->len);
-	sk->nheld++;
+	memcpy(b, pkt->bth, n);
+	hold_fill(qp, h, pkt, b);
 	return true;
+}
+
+bool uroce_sack_may_hold(const struct uroce_qp *qp, const struct uroce_pkt *pkt)
+{
+	const struct uroce_sack *sk = qp->sk;
+	int32_t d = ur_psn_diff(pkt->psn, qp->resp.psn);
+	const struct uroce_pkt *h;
+
+	if (!rc_sack_resp(qp) || !(pkt->bth[4] & UR_BTH4_SACK) || d <= 0 ||
+	    (uint32_t)d >= UR_SACK_WIN)
+		return false;
+	if (sk->nheld && ur_bth_epoch(pkt->bth) != sk->held_epoch)
+		return false; /* the requester started over: uroce_sack_rx */
+	h = sk->held ? &sk->held[pkt->psn % UR_SACK_WIN] : NULL;
+	if (h && h->bth && h->psn == pkt->psn)
+		return false; /* a duplicate: nothing of it is placed */
+	return atomic_load(&held_bytes) + pkt->len <= SACK_HELD_MAX;
+}
+
+int uroce_sack_hold_icrc(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint32_t hdr = (uint32_t)(pkt->payload - pkt->bth), tail = pkt->len - hdr - pkt->paylen;
+	struct uroce_pkt *h;
+	uint8_t *b;
+
+	if (pkt->len > buf_len(qp) ||
+	    (!sk->held && !(sk->held = calloc(UR_SACK_WIN, sizeof(*sk->held)))) ||
+	    !(b = buf_get(qp, pkt->len)))
+		return 0;
+	memcpy(b, pkt->bth, hdr);
+	if (!uroce_icrc_ok_copy(pkt, ip, &(struct iovec){b + hdr, pkt->paylen}, 1)) {
+		/* checked again as any packet (a GSO batch cut up on the
+		 * way: endpoint.c), and copied then */
+		struct uroce_pkt t = {.bth = b, .len = pkt->len};
+
+		uroce_sack_put(qp, &t);
+		return 0;
+	}
+	memcpy(b + hdr + pkt->paylen, pkt->payload + pkt->paylen, tail); /* pad, ICRC */
+	h = hold_slot(qp, pkt); /* (uroce_sack_may_hold: not held yet) */
+	hold_fill(qp, h, pkt, b);
+	pkt->held = true;
+	return 1;
 }
 
 bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt)
@@ -206,7 +282,7 @@ bool uroce_sack_take(struct uroce_qp *qp, uint32_t psn, struct uroce_pkt *pkt)
 	*pkt = *h;
 	h->bth = NULL;
 	sk->nheld--;
-	atomic_fetch_sub(&held_bytes, pkt->len);
+	atomic_fetch_sub(&held_bytes, held_size(pkt));
 	return true;
 }
 
@@ -231,9 +307,7 @@ void uroce_sack_send(struct uroce_qp *qp, uint32_t psn)
 			continue;
 		d = ur_psn_diff(h->psn, base);
 		if (d <= 0 || (uint32_t)d >= UR_SACK_WIN) { /* stale: passed */
-			atomic_fetch_sub(&held_bytes, h->len);
-			uroce_sack_put(qp, h);
-			sk->nheld--;
+			held_drop(qp, h);
 			continue;
 		}
 		map[d / 8] |= (uint8_t)(1u << (d % 8));

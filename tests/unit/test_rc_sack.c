@@ -23,9 +23,46 @@
 #define NPKT 9 /* packets of the test message */
 
 struct outcome {
-	unsigned long drops, retrans, sacks_tx, sacks_rx, held, naks, dup_resp, probes, timeouts;
+	unsigned long drops, retrans, sacks_tx, sacks_rx, held, placed, naks, dup_resp, probes,
+	    timeouts;
 	bool ok, skipped;
 };
+
+/* UROCE_FAULT = spec with %A and %B replaced by A's and B's QPNs. */
+static void set_fault(struct harness *h, const char *spec)
+{
+	char buf[256];
+	size_t n = 0;
+
+	for (const char *p = spec; *p && n < sizeof(buf) - 12; p++) {
+		if (p[0] == '%' && (p[1] == 'A' || p[1] == 'B')) {
+			n += (size_t)snprintf(buf + n, sizeof(buf) - n, "0x%06x",
+					      h->s[p[1] == 'B'].qp->qp_num);
+			p++;
+		} else {
+			buf[n++] = *p;
+		}
+	}
+	buf[n] = '\0';
+	setenv("UROCE_FAULT", buf, 1);
+}
+
+/* What the run did, from the counters of both sides. */
+static void count_outcome(struct harness *h, struct outcome *r)
+{
+	for (int s = 0; s < 2; s++) {
+		r->drops += CNT(h, s, fault_drop);
+		r->sacks_tx += CNT(h, s, sacks_tx);
+		r->sacks_rx += CNT(h, s, sacks_rx);
+		r->held += CNT(h, s, held_req);
+		r->placed += CNT(h, s, held_placed);
+		r->naks += CNT(h, s, naks_tx);
+	}
+	r->retrans = CNT(h, 0, retransmits);
+	r->dup_resp = CNT(h, 0, duplicates);
+	r->probes = CNT(h, 0, retries);
+	r->timeouts = CNT(h, 0, timeouts);
+}
 
 /* A fresh pair (the fault spec is read per context at its first packet),
  * UROCE_SACK=0 for side `plain` (-1: none), then one op of NPKT packets
@@ -35,8 +72,6 @@ static struct outcome run_once(enum ibv_wr_opcode op, const char *spec, int plai
 	struct pair_opts o = default_opts(IBV_MTU_1024);
 	struct outcome r = {0};
 	struct harness h;
-	char buf[256];
-	size_t n = 0;
 
 	unsetenv("UROCE_FAULT");
 	if (harness_open(&h) || pair_create(&h, &o)) {
@@ -53,17 +88,7 @@ static struct outcome run_once(enum ibv_wr_opcode op, const char *spec, int plai
 		      "reconnect with UROCE_SACK=0");
 		unsetenv("UROCE_SACK");
 	}
-	for (const char *p = spec; *p && n < sizeof(buf) - 12; p++) {
-		if (p[0] == '%' && (p[1] == 'A' || p[1] == 'B')) {
-			n += (size_t)snprintf(buf + n, sizeof(buf) - n, "0x%06x",
-					      h.s[p[1] == 'B'].qp->qp_num);
-			p++;
-		} else {
-			buf[n++] = *p;
-		}
-	}
-	buf[n] = '\0';
-	setenv("UROCE_FAULT", buf, 1);
+	set_fault(&h, spec);
 	{
 		struct xfer w = {.op = IBV_WR_RDMA_WRITE, .size = 8, .lsge = 1, .rsge = 1};
 		struct xfer x = {.op = op, .size = (NPKT - 1) * 1024 + 100, .lsge = 2, .rsge = 2};
@@ -85,17 +110,7 @@ static struct outcome run_once(enum ibv_wr_opcode op, const char *spec, int plai
 		x.size = 3 * 1024;
 		r.ok = do_xfer(&h, &x, 4712) && r.ok;
 	}
-	for (int s = 0; s < 2; s++) {
-		r.drops += CNT(&h, s, fault_drop);
-		r.sacks_tx += CNT(&h, s, sacks_tx);
-		r.sacks_rx += CNT(&h, s, sacks_rx);
-		r.held += CNT(&h, s, held_req);
-		r.naks += CNT(&h, s, naks_tx);
-	}
-	r.retrans = CNT(&h, 0, retransmits);
-	r.dup_resp = CNT(&h, 0, duplicates);
-	r.probes = CNT(&h, 0, retries);
-	r.timeouts = CNT(&h, 0, timeouts);
+	count_outcome(&h, &r);
 	harness_close(&h);
 	unsetenv("UROCE_FAULT");
 	return r;
@@ -125,32 +140,40 @@ static struct outcome run(enum ibv_wr_opcode op, const char *spec, int plain)
 
 static void print_outcome(const char *what, const char *spec, const struct outcome *r)
 {
-	printf("%-40s %-34s %s: dropped %lu, resent %lu, SACKs %lu/%lu, held %lu, NAKs %lu\n", what,
-	       spec, r->ok ? "ok" : "FAILED", r->drops, r->retrans, r->sacks_tx, r->sacks_rx,
-	       r->held, r->naks);
+	printf("%-40s %-34s %s: dropped %lu, resent %lu, SACKs %lu/%lu, held %lu (placed %lu), "
+	       "NAKs %lu\n",
+	       what, spec, r->ok ? "ok" : "FAILED", r->drops, r->retrans, r->sacks_tx, r->sacks_rx,
+	       r->held, r->placed, r->naks);
 }
 
 /* Requests lost on the way to B: WRITE and SEND. */
 static void test_request_loss(void)
 {
+	/* what of the held packets is placed at once (rx_place.c): a WRITE's
+	 * once its FIRST was executed; a SEND's while only one PSN is
+	 * unknown (a second could be a LAST and the next FIRST) */
+	enum { PL_ANY, PL_NONE, PL_ALL, PL_SOME };
 	static const struct {
 		const char *what, *spec;
 		unsigned long lost;
 		bool gap; /* packets after the loss arrive: a selective ACK tells */
+		int pl_write, pl_send;
 	} pat[] = {
-	    {"first packet", "drop_to=%B:1+1", 1, true},
-	    {"a middle packet", "drop_to=%B:1+5", 1, true},
-	    {"the last packet", "drop_to=%B:1+9", 1, false},
-	    {"two holes", "drop_to=%B:1+3,drop_to=%B:1+5", 2, true},
-	    {"a burst of 3", "drop_to=%B:3+4", 3, true},
+	    {"first packet", "drop_to=%B:1+1", 1, true, PL_NONE, PL_NONE},
+	    {"a middle packet", "drop_to=%B:1+5", 1, true, PL_ALL, PL_ALL},
+	    {"the last packet", "drop_to=%B:1+9", 1, false, PL_ANY, PL_ANY},
+	    {"two holes", "drop_to=%B:1+3,drop_to=%B:1+5", 2, true, PL_ALL, PL_SOME},
+	    {"a burst of 3", "drop_to=%B:3+4", 3, true, PL_ALL, PL_NONE},
 	    /* nothing follows the burst: a tail loss probe finds it */
-	    {"a burst of 3 at the tail", "drop_to=%B:3+7", 3, false},
-	    {"a middle packet and the SACK", "drop_to=%B:1+5,drop_to=%A:1+1", 1, true},
+	    {"a burst of 3 at the tail", "drop_to=%B:3+7", 3, false, PL_ANY, PL_ANY},
+	    {"a middle packet and the SACK", "drop_to=%B:1+5,drop_to=%A:1+1", 1, true, PL_ALL,
+	     PL_ALL},
 	    /* the 10th packet to B that survives the first drop: the resend
 	     * of the 6th - lost again, with nothing later to send (a tail
 	     * loss probe finds it) */
-	    {"a middle packet and its resend", "drop_to=%B:1+5,drop_to=%B:1+9", 2, true},
-	    {"the first ACK", "drop_to=%A:1+1", 0, false},
+	    {"a middle packet and its resend", "drop_to=%B:1+5,drop_to=%B:1+9", 2, true, PL_ALL,
+	     PL_ALL},
+	    {"the first ACK", "drop_to=%A:1+1", 0, false, PL_ANY, PL_ANY},
 	};
 	static const enum ibv_wr_opcode ops[] = {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
 						 IBV_WR_SEND, IBV_WR_SEND_WITH_IMM};
@@ -159,6 +182,7 @@ static void test_request_loss(void)
 		for (unsigned int i = 0; i < sizeof(pat) / sizeof(pat[0]); i++) {
 			struct outcome r = run(ops[k], pat[i].spec, -1);
 			char what[64];
+			int pl;
 
 			snprintf(what, sizeof(what), "%s, %s", op_name(ops[k]), pat[i].what);
 			print_outcome(what, pat[i].spec, &r);
@@ -175,7 +199,145 @@ static void test_request_loss(void)
 			CHECK(r.retrans >= pat[i].lost && r.retrans <= pat[i].lost + 3,
 			      "%s: %lu resent for %lu lost", what, r.retrans, pat[i].lost);
 			CHECK(r.naks == 0, "%s: %lu NAKs", what, r.naks);
+			pl = ops[k] == IBV_WR_SEND || ops[k] == IBV_WR_SEND_WITH_IMM
+				 ? pat[i].pl_send
+				 : pat[i].pl_write;
+			/* (a probe's duplicate of a held packet is counted held) */
+			CHECK(pl != PL_NONE || r.placed == 0, "%s: %lu placed, none known", what,
+			      r.placed);
+			CHECK(pl != PL_ALL || (r.placed > 0 && r.placed + r.probes >= r.held),
+			      "%s: %lu of %lu held placed", what, r.placed, r.held);
+			CHECK(pl != PL_SOME || (r.placed > 0 && r.placed < r.held),
+			      "%s: %lu of %lu held placed", what, r.placed, r.held);
 		}
+}
+
+/* Four messages of 5 packets in one chain, losses in them: what is held
+ * behind a loss is placed at once only in the message in progress, never
+ * a later message's packets (nor a SEND's that two unknown PSNs could put
+ * in another message); every message arrives once,
+ * intact, and nothing else is written (do_batch checks every byte between
+ * the messages).  Also with duplication, reordering and corruption on both
+ * sides: placed packets whose ICRC fails, duplicates of placed ones. */
+static void test_ahead(void)
+{
+	enum { PL_ANY, PL_NONE, PL_SOME };
+	static const struct {
+		const char *what, *spec;
+		int pl_write, pl_send;
+	} pat[] = {
+	    {"a middle packet of the first", "drop_to=%B:1+2", PL_SOME, PL_SOME},
+	    /* a later message is never placed before an earlier one is done */
+	    {"the FIRST of the second", "drop_to=%B:1+6", PL_NONE, PL_NONE},
+	    /* two unknown PSNs: a SEND MIDDLE behind them is not placed */
+	    {"the LAST of the first, FIRST of the second", "drop_to=%B:2+5", PL_NONE, PL_NONE},
+	    {"bursts", "drop_to=%B:2+3,drop_to=%B:1+9,drop_to=%B:3+13", PL_SOME, PL_ANY},
+	    {"a middle packet and the SACK", "drop_to=%B:1+2,drop_to=%A:1+1", PL_SOME, PL_SOME},
+	    {"dup, reorder", "drop_to=%B:1+2,dup=0.2,reorder=0.2,seed=21", PL_ANY, PL_ANY},
+	    {"corrupt, dup", "drop_to=%B:1+7,corrupt=0.08,dup=0.1,seed=22", PL_ANY, PL_ANY},
+	    {"drop, corrupt, both ways", "drop=0.1,corrupt=0.05,dir=both,seed=23", PL_ANY, PL_ANY},
+	};
+	static const enum ibv_wr_opcode ops[] = {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
+						 IBV_WR_SEND, IBV_WR_SEND_WITH_IMM};
+
+	for (unsigned int k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
+		for (unsigned int i = 0; i < sizeof(pat) / sizeof(pat[0]); i++) {
+			bool send = ops[k] == IBV_WR_SEND || ops[k] == IBV_WR_SEND_WITH_IMM;
+			int pl = send ? pat[i].pl_send : pat[i].pl_write;
+			struct pair_opts o = default_opts(IBV_MTU_1024);
+			struct xfer w = {.op = IBV_WR_RDMA_WRITE, .size = 8, .lsge = 1, .rsge = 1};
+			struct bop b[4];
+			struct outcome r = {0};
+			struct harness h;
+			char what[96];
+			bool calm;
+
+			unsetenv("UROCE_FAULT");
+			if (harness_open(&h) || pair_create(&h, &o)) {
+				CHECK(0, "ahead: harness");
+				harness_close(&h);
+				continue;
+			}
+			set_fault(&h, pat[i].spec);
+			for (int m = 0; m < 4; m++)
+				b[m] = (struct bop){
+				    .op = ops[k], .size = 4 * 1024 + 100 + 8 * m, .signaled = true};
+			r.ok = do_xfer(&h, &w, 4720); /* each side learns the other offers it */
+			calm = !CNT(&h, 0, retransmits);
+			r.ok = do_batch(&h, b, 4, 4721 + i, 1) && r.ok;
+			count_outcome(&h, &r);
+			calm = calm && !r.timeouts;
+			snprintf(what, sizeof(what), "%s x4, %s", op_name(ops[k]), pat[i].what);
+			print_outcome(what, pat[i].spec, &r);
+			CHECK(r.ok, "%s: transfer", what);
+			CHECK(r.naks == 0 || strstr(pat[i].spec, "corrupt"), "%s: %lu NAKs", what,
+			      r.naks);
+			if (calm) { /* (a timeout resends what was held: other counts) */
+				CHECK(pl != PL_NONE || r.placed == 0, "%s: %lu placed, none known",
+				      what, r.placed);
+				CHECK(pl != PL_SOME || r.placed > 0,
+				      "%s: nothing placed of %lu held", what, r.held);
+			}
+			harness_close(&h);
+			unsetenv("UROCE_FAULT");
+		}
+}
+
+/* Two WRITEs of 5 packets to the same remote bytes, a middle packet of the
+ * first lost: the second's packets arrive behind the gap and must not be
+ * placed before the first is complete - its resent packet would then
+ * overwrite them, and the bytes the first wrote would be left. */
+static void test_overlap(void)
+{
+	static const char *const spec[] = {"drop_to=%B:1+2", "drop_to=%B:2+3",
+					   "drop_to=%B:1+2,dup=0.3,reorder=0.3,seed=31"};
+
+	for (unsigned int i = 0; i < sizeof(spec) / sizeof(spec[0]); i++) {
+		struct pair_opts o = default_opts(IBV_MTU_1024);
+		struct xfer w = {.op = IBV_WR_RDMA_WRITE, .size = 8, .lsge = 1, .rsge = 1};
+		uint32_t len = 4 * 1024 + 100, dst = LOCAL_BASE, src[2] = {dst, dst + len + GUARD};
+		struct ibv_send_wr wr[2], *bad;
+		struct ibv_sge sge[2];
+		struct ibv_wc wc[2];
+		struct outcome r = {0};
+		struct harness h;
+		bool ok;
+
+		unsetenv("UROCE_FAULT");
+		if (harness_open(&h) || pair_create(&h, &o)) {
+			CHECK(0, "overlap: harness");
+			harness_close(&h);
+			continue;
+		}
+		set_fault(&h, spec[i]);
+		ok = do_xfer(&h, &w, 4730);
+		for (int k = 0; k < 2; k++) {
+			fill_pattern(h.s[0].buf + src[k], len, 4731 + (uint64_t)k);
+			sge[k] = (struct ibv_sge){.addr = (uintptr_t)(h.s[0].buf + src[k]),
+						  .length = len,
+						  .lkey = h.s[0].mr->lkey};
+			wr[k] = (struct ibv_send_wr){.wr_id = (uint64_t)k,
+						     .next = k ? NULL : &wr[1],
+						     .sg_list = &sge[k],
+						     .num_sge = 1,
+						     .opcode = IBV_WR_RDMA_WRITE,
+						     .send_flags = IBV_SEND_SIGNALED};
+			wr[k].wr.rdma.remote_addr = (uintptr_t)(h.s[1].buf + dst);
+			wr[k].wr.rdma.rkey = h.s[1].mr->rkey;
+		}
+		ok = ok && ibv_post_send(h.s[0].qp, wr, &bad) == 0 &&
+		     wait_wc(h.s[0].scq, wc, 2, WAIT_MS) == 0 && wc[0].status == IBV_WC_SUCCESS &&
+		     wc[1].status == IBV_WC_SUCCESS;
+		count_outcome(&h, &r);
+		r.ok = ok;
+		print_outcome("WRITE x2 to the same bytes", spec[i], &r);
+		CHECK(ok, "overlap %s: transfer", spec[i]);
+		CHECK(!memcmp(h.s[1].buf + dst, h.s[0].buf + src[1], len),
+		      "overlap %s: the second WRITE's bytes are not the ones left", spec[i]);
+		CHECK(r.held > 0, "overlap %s: nothing held", spec[i]);
+		harness_close(&h);
+		unsetenv("UROCE_FAULT");
+	}
 }
 
 /* READ responses lost on the way to A: the READ is asked for again from
@@ -370,13 +532,18 @@ static void test_stream(void)
 int main(int argc, char **argv)
 {
 	double t0 = now_s();
-	const char *only = argc > 1 ? argv[1] : ""; /* run one part: loss, read, nego, stream */
+	const char *only =
+	    argc > 1 ? argv[1] : ""; /* run one part: loss, ahead, read, nego, stream, renege */
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	unsetenv("UROCE_SACK"); /* on by default in native mode: read at RTR */
 	unsetenv("UROCE_CC");
 	if (!*only || !strcmp(only, "loss"))
 		test_request_loss();
+	if (!*only || !strcmp(only, "ahead")) {
+		test_ahead();
+		test_overlap();
+	}
 	if (!*only || !strcmp(only, "read"))
 		test_read_loss();
 	if (!*only || !strcmp(only, "nego"))
