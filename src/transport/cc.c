@@ -77,7 +77,8 @@ void uroce_cc_init(struct uroce_qp *qp)
  * repeat recovers it at the cost of the lost packets alone, and a
  * drop-tail bottleneck shows itself by delay before it drops.  Loss mode
  * (uroce_cc_loss): the window answers loss only, until CC_LOW_EXIT
- * samples in a row show the queue gone. */
+ * samples in a row show the queue gone and no overflow came for
+ * CC_QUIET round trips. */
 void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 {
 	struct uroce_sack *sk = qp->sk;
@@ -185,12 +186,11 @@ void uroce_cc_timeout(struct uroce_qp *qp)
 		sk->cwnd = CC_MIN_PKTS << 10;
 }
 
-/* A loss while the queue is long (the last round trip above the target):
- * the bottleneck overflows, so a flow that fills queues until they drop
- * (TCP) may share it.  Against such a flow, backing off on delay would
- * hand it the link: the window answers loss only from then on (loss
- * mode: CUBIC's decrease to 0.7, once per round trip; the additive
- * increase as ever), as TCP's does, until the queue is seen gone
+/* A loss while the queue is long (the last two round trips above the
+ * target): the bottleneck overflows.  x loss_beta (0.87), once per
+ * recovery episode, in either mode; in loss mode each such overflow also
+ * says a queue filler (TCP) may still be there, and restarts the
+ * CC_QUIET round trips that must pass before the mode ends
  * (uroce_cc_rtt).  A loss with short queues (random loss, UROCE_FAULT)
  * changes nothing. */
 bool uroce_cc_loss(struct uroce_qp *qp)
