@@ -26,13 +26,21 @@ S=${P}s R=${P}r
 OUT=${OUT:-/tmp/uroce-tbf.$$}
 mkdir -p "$OUT"
 PIDS=()
+QSRV=() # qperf servers: they serve until stopped
 
 die() {
 	echo "tbf.sh: $*" >&2
 	exit 1
 }
 cleanup() {
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	local p
+	# TERM first: timeout(1) passes it on to the flow it runs; a KILL
+	# would leave that flow (a qperf server serves until stopped) behind,
+	# holding whatever it inherited - a bench lock's descriptor (seventh
+	# session: one held /tmp/uroce-bench.lock for 18 minutes)
+	for p in "${PIDS[@]}" "${QSRV[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	((${#PIDS[@]} + ${#QSRV[@]})) && sleep 0.5
+	for p in "${PIDS[@]}" "${QSRV[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	ip netns del "$S" 2>/dev/null
 	ip netns del "$R" 2>/dev/null
 }
@@ -88,7 +96,7 @@ run_tcp() {
 		port=$((24000 + RANDOM % 5000))
 		echo "$port" >"$OUT/$label.t$i.port"
 		ip netns exec "$R" timeout $((DUR + 30)) qperf -lp "$port" >/dev/null 2>&1 &
-		PIDS+=($!)
+		QSRV+=($!)
 	done
 	[[ ${SRV:-} ]] && return
 	[[ ${CLI:-} ]] || sleep 1
@@ -123,10 +131,15 @@ report() {
 				l, line, s, 100 * s / link, s * s / (n * q), extra }' <<<"$vals"
 }
 
+# the flows, then the qperf servers (stopped: they would serve on until
+# their timeout, 30 s after the flows)
 wait_all() {
 	local p
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
 	PIDS=()
+	for p in "${QSRV[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${QSRV[@]}"; do wait "$p" 2>/dev/null; done
+	QSRV=()
 }
 
 one() { # LABEL DESCRIPTION KIND(uroce|tcp|mixed) COUNT ENV...

@@ -181,6 +181,10 @@ struct uroce_sack {
 	uint32_t loss_beta, loss_ai; /* x1024, packets (tunable for the bench) */
 	uint32_t run_cwnd;	     /* the window before a run of delay decreases */
 	uint64_t run_rtt_ns;	     /* and the delay that started it */
+	/* loss mode: round trips since the last sign of a queue filler (a
+	 * loss with a long queue, or the yield rule), and how many must pass
+	 * before the mode may end (cc.c) */
+	uint32_t quiet_rtts, quiet_need;
 	/* pacing (cc.c): when the next packet is due at the window's rate,
 	 * the burst that may go ahead of it (0: no pacing) */
 	uint64_t pace_ns, pace_quantum_ns;

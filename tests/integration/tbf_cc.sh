@@ -37,6 +37,10 @@ ITERS=${TBF_ITERS:-400} # 64 KiB each: 26 MB per flow
 PIDS=()
 cleanup() {
 	local p
+	# TERM first: timeout(1) passes it on to what it runs, a KILL would
+	# leave that behind (a qperf server serves until stopped)
+	for p in "${PIDS[@]}" ${QPERF:+"$QPERF"}; do kill -TERM "$p" 2>/dev/null || true; done
+	sleep 0.5
 	for p in "${PIDS[@]}" ${QPERF:+"$QPERF"}; do kill -KILL "$p" 2>/dev/null || true; done
 	timeout 10 ip netns del "$S" 2>/dev/null || true
 	timeout 10 ip netns del "$R" 2>/dev/null || true

@@ -15,7 +15,11 @@
  *     0.87 of the window before the run; a short sample ends a run;
  *   - loss mode: x0.87 per loss with a long queue (random loss still
  *     changes nothing), +2 packets per window, no decrease on delay, until
- *     8 short samples in a row;
+ *     8 short samples in a row 128 round trips or more after the last
+ *     overflow (a loss with a long queue) or the entry: a queue filler's
+ *     sawtooth, its queue draining for a while after each overflow, keeps
+ *     it there; random loss does not; UROCE_CC_QUIET=0: the short samples
+ *     alone;
  *   - a long queue with the window at its floor enters loss mode too;
  *   - timeouts halve the window, never below the floor.
  */
@@ -59,6 +63,7 @@ int main(void)
 	unsetenv("UROCE_CC_TARGET_US");
 	unsetenv("UROCE_CC_LOSS_BETA");
 	unsetenv("UROCE_CC_LOSS_AI");
+	unsetenv("UROCE_CC_QUIET");
 	uroce_cc_init(qp);
 	CHECK(qp->sk->cc && qp->sk->slow_start && pkts(qp) == 16 && qp->sk->target_ns == 1 * MS,
 	      "the defaults: on, slow start from 16 packets, 1 ms");
@@ -170,13 +175,56 @@ int main(void)
 	CHECK(qp->sk->loss_mode, "loss mode ended without 8 short samples in a row");
 	for (int i = 0; i < 8; i++)
 		sample(qp, 100 * US);
-	CHECK(!qp->sk->loss_mode, "loss mode did not end after 8 short samples");
+	CHECK(qp->sk->loss_mode, "loss mode ended 16 round trips after an overflow");
+
+	/* a queue filler's sawtooth: its queue drains for a while after each
+	 * of its decreases, and overflows again - loss mode stays throughout */
+	for (int cycle = 0; cycle < 20; cycle++) {
+		for (int i = 0; i < 60; i++)
+			sample(qp, 3 * MS);
+		qp->req.una_psn = qp->req.psn;
+		loss(qp);
+		for (int i = 0; i < 20; i++)
+			sample(qp, 100 * US);
+		CHECK(qp->sk->loss_mode, "loss mode ended in the filler's sawtooth (cycle %d)",
+		      cycle);
+	}
+	/* random loss (short queues) is no sign of a filler; the filler gone:
+	 * 128 round trips without an overflow, the last 8 short, end it */
+	for (int i = 0; i < 120; i++) {
+		sample(qp, i % 2 ? 3 * MS : 100 * US);
+		loss(qp);
+	}
+	CHECK(qp->sk->loss_mode && qp->sk->quiet_rtts == 140,
+	      "random loss: loss mode ended or taken for an overflow (%u round trips quiet)",
+	      qp->sk->quiet_rtts);
+	for (int i = 0; i < 7; i++)
+		sample(qp, 100 * US);
+	CHECK(qp->sk->loss_mode, "loss mode ended after 7 short samples");
+	sample(qp, 100 * US);
+	CHECK(!qp->sk->loss_mode, "loss mode stayed 128 round trips without an overflow");
+
+	/* UROCE_CC_QUIET=0: the short samples alone end it (the rule until
+	 * the seventh session) */
+	qp->sk->quiet_need = 0;
+	qp->sk->loss_mode = true;
+	sample(qp, 3 * MS);
+	sample(qp, 3 * MS);
+	qp->req.una_psn = qp->req.psn;
+	loss(qp);
+	for (int i = 0; i < 8; i++)
+		sample(qp, 100 * US);
+	CHECK(!qp->sk->loss_mode, "UROCE_CC_QUIET=0: loss mode did not end after 8 short samples");
+	qp->sk->quiet_need = 128;
 
 	/* the floor with a long queue: someone else's */
 	qp->sk->cwnd = 8 << 10;
 	sample(qp, 3 * MS);
 	sample(qp, 3 * MS);
 	CHECK(qp->sk->loss_mode && pkts(qp) == 8, "a standing queue at the floor: no loss mode");
+	for (int i = 0; i < 8; i++)
+		sample(qp, 100 * US);
+	CHECK(qp->sk->loss_mode, "loss mode ended 8 round trips after its entry");
 
 	/* timeouts */
 	qp->sk->cwnd = 100 << 10;
