@@ -187,6 +187,9 @@ struct uroce_ctx {
 	/* the thread stays out of an application poller's way (wake it when
 	 * that application is about to sleep: uroce_app_sleeps) */
 	atomic_bool prog_grace;
+	/* when the thread last found data that a poller's pause had left in the
+	 * sockets (grace_look, src/core/progress.c) */
+	atomic_ullong grace_found_ns;
 	/* QPs with timers, scanned by the progress thread */
 	struct uroce_qp **qps;
 	int nqps, qps_cap;

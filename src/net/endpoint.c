@@ -962,6 +962,13 @@ bool uroce_ctx_wait_acks(struct uroce_ctx *ctx, uint64_t now)
 	/* not while owing ACKs: the peer may be waiting for them too */
 	uroce_ctx_send_owed_acks(ctx, false);
 	uroce_count(ctx, app_waits, 1);
+	/* A poller sleeping here is polling still: the stamp says so until
+	 * the wait's end, so the progress thread, which looks at the sockets
+	 * of a poller that has paused (progress.c), does not take the ACK
+	 * this thread waits for (ibv_poll_cq stamps the real time after). */
+	if (atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed))
+		atomic_store_explicit(&ctx->app_poll_ns, now + UROCE_WAIT_MS * 1000000ull,
+				      memory_order_relaxed);
 	poll(pfd, (nfds_t)npfd, UROCE_WAIT_MS);
 	for (int i = 0; i < nep; i++)
 		uroce_shm_wait(ctx->ep[i], false);
