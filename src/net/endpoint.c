@@ -1185,6 +1185,11 @@ int uroce_ep_poll_spin(struct uroce_ep *ep, int budget)
 	return n < 0 ? 0 : n;
 }
 
+int uroce_ep_poll_look(struct uroce_ep *ep, int budget)
+{
+	return ep_poll(ep, budget, true, true);
+}
+
 int uroce_ep_poll_app(struct uroce_ep *ep, int budget)
 {
 	int n = ep_poll(ep, budget, true, false);
