@@ -801,10 +801,16 @@ bool uroce_ep_deferring_acks(void)
 
 /* May this QP's ACK wait (qp->lock held)?  Not once the requester has
  * UROCE_ACK_DEFER_PKTS unacknowledged packets here. */
+static __thread bool looking; /* the progress thread's look (uroce_ep_poll_look) */
+
 static bool ack_may_wait(const struct uroce_qp *qp)
 {
 	if (qp->sk && qp->sk->nheld)
 		return false; /* a selective ACK: a requester is recovering a loss */
+	/* A look's ACK for a message still arriving: its requester may wait
+	 * for it to send the rest, and no answer will carry it before that. */
+	if (looking && (qp->resp.in_write || qp->resp.in_send))
+		return false;
 	return !qp->resp.acked ||
 	       ((qp->resp.ack_psn - qp->resp.acked_psn) & UR_PSN_MASK) < UROCE_ACK_DEFER_PKTS;
 }
@@ -1187,7 +1193,12 @@ int uroce_ep_poll_spin(struct uroce_ep *ep, int budget)
 
 int uroce_ep_poll_look(struct uroce_ep *ep, int budget)
 {
-	return ep_poll(ep, budget, true, true);
+	int n;
+
+	looking = true;
+	n = ep_poll(ep, budget, true, true);
+	looking = false;
+	return n;
 }
 
 int uroce_ep_poll_app(struct uroce_ep *ep, int budget)
