@@ -176,7 +176,8 @@ static uint64_t app_polling(struct uroce_ctx *ctx, uint64_t now, bool *look)
  * that reply to its own thread's look: every iteration then paid a look,
  * 2 B typical unchanged but averages 11-134 us against 7-61, p99 46-4,000
  * us against 24-1,969 (veth, 4 interleaved reps).  The owed ACKs leave at
- * the latest after the thread's next wait, as in any grace slice. */
+ * the latest after the thread's next wait, as in any grace slice; those of
+ * a message still arriving leave at once (ack_may_wait, endpoint.c). */
 static int grace_look(struct uroce_ctx *ctx, uint64_t now)
 {
 	int got = 0;
