@@ -98,7 +98,9 @@
 	X(prog_spin_rx, "progress_spin_batches",                                                   \
 	  "progress thread: receive batches found spinning")                                       \
 	X(prog_coloc_sleeps, "progress_coloc_sleeps",                                              \
-	  "progress thread: traffic bursts followed by a sleep, not a spin (peer on its CPU)")
+	  "progress thread: traffic bursts followed by a sleep, not a spin (peer on its CPU)")     \
+	X(prog_grace_looks, "progress_grace_looks",                                                \
+	  "progress thread: data found in the sockets after a poller's 200 us pause")
 
 #define UROCE_DEV_COUNTERS(X)                                                                      \
 	UROCE_COMMON_COUNTERS(X) UROCE_DEV_ONLY_COUNTERS(X) UROCE_PROG_COUNTERS(X)

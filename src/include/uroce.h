@@ -187,6 +187,9 @@ struct uroce_ctx {
 	/* the thread stays out of an application poller's way (wake it when
 	 * that application is about to sleep: uroce_app_sleeps) */
 	atomic_bool prog_grace;
+	/* when the thread last found data that a poller's pause had left in the
+	 * sockets (grace_look, src/core/progress.c) */
+	atomic_ullong grace_found_ns;
 	/* QPs with timers, scanned by the progress thread */
 	struct uroce_qp **qps;
 	int nqps, qps_cap;
@@ -723,6 +726,10 @@ int uroce_ep_poll_spin(struct uroce_ep *ep, int budget);
 /* As uroce_ep_poll, for the progress thread woken by ep's socket: -EBUSY
  * when another thread holds ep's receive path (it is reading the socket). */
 int uroce_ep_poll_woken(struct uroce_ep *ep, int budget);
+/* The progress thread's look in an application's pause (progress.c): as
+ * uroce_ep_poll_woken, but ACKs are deferred as in uroce_ep_poll_app, so
+ * the application's reply still carries them. */
+int uroce_ep_poll_look(struct uroce_ep *ep, int budget);
 /* True while this thread runs the receive path for uroce_ep_poll_app. */
 bool uroce_ep_deferring_acks(void);
 /* Send the ACKs deferred on ep (wait: block for its rx_lock, else skip it

@@ -811,10 +811,16 @@ bool uroce_ep_deferring_acks(void)
 
 /* May this QP's ACK wait (qp->lock held)?  Not once the requester has
  * UROCE_ACK_DEFER_PKTS unacknowledged packets here. */
+static __thread bool looking; /* the progress thread's look (uroce_ep_poll_look) */
+
 static bool ack_may_wait(const struct uroce_qp *qp)
 {
 	if (qp->sk && qp->sk->nheld)
 		return false; /* a selective ACK: a requester is recovering a loss */
+	/* A look's ACK for a message still arriving: its requester may wait
+	 * for it to send the rest, and no answer will carry it before that. */
+	if (looking && (qp->resp.in_write || qp->resp.in_send))
+		return false;
 	return !qp->resp.acked ||
 	       ((qp->resp.ack_psn - qp->resp.acked_psn) & UR_PSN_MASK) < UROCE_ACK_DEFER_PKTS;
 }
@@ -972,6 +978,13 @@ bool uroce_ctx_wait_acks(struct uroce_ctx *ctx, uint64_t now)
 	/* not while owing ACKs: the peer may be waiting for them too */
 	uroce_ctx_send_owed_acks(ctx, false);
 	uroce_count(ctx, app_waits, 1);
+	/* A poller sleeping here is polling still: the stamp says so until
+	 * the wait's end, so the progress thread, which looks at the sockets
+	 * of a poller that has paused (progress.c), does not take the ACK
+	 * this thread waits for (ibv_poll_cq stamps the real time after). */
+	if (atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed))
+		atomic_store_explicit(&ctx->app_poll_ns, now + UROCE_WAIT_MS * 1000000ull,
+				      memory_order_relaxed);
 	poll(pfd, (nfds_t)npfd, UROCE_WAIT_MS);
 	for (int i = 0; i < nep; i++)
 		uroce_shm_wait(ctx->ep[i], false);
@@ -1186,6 +1199,16 @@ int uroce_ep_poll_spin(struct uroce_ep *ep, int budget)
 	int n = ep_poll(ep, budget, false, false);
 
 	return n < 0 ? 0 : n;
+}
+
+int uroce_ep_poll_look(struct uroce_ep *ep, int budget)
+{
+	int n;
+
+	looking = true;
+	n = ep_poll(ep, budget, true, true);
+	looking = false;
+	return n;
 }
 
 int uroce_ep_poll_app(struct uroce_ep *ep, int budget)
