@@ -77,6 +77,16 @@ static void *post_rounds(void *arg)
 	return NULL;
 }
 
+/* A pair with its links up and B's progress thread stopped: nobody but the
+ * test's thread drains B's ring.  B's endpoint. */
+static struct uroce_ep *race_open(struct pair *p)
+{
+	CHECK(!pair_open(p), "pair");
+	CHECK(warm_up(p), "links set up");
+	uroce_progress_stop(to_uctx(p->b.ctx));
+	return to_uctx(p->b.ctx)->ep[0];
+}
+
 static void test_no_lost_wakeup(void)
 {
 	struct uroce_ep *ep;
@@ -85,11 +95,7 @@ static void test_no_lost_wakeup(void)
 	struct pair p;
 	int busy = 0, woken = 0, lost = 0, bad = 0;
 
-	CHECK(!pair_open(&p), "pair");
-	CHECK(warm_up(&p), "links set up");
-	ep = to_uctx(p.b.ctx)->ep[0];
-	/* nobody but this thread drains B's ring from now on */
-	uroce_progress_stop(to_uctx(p.b.ctx));
+	ep = race_open(&p);
 	ps.p = &p;
 	CHECK(!pthread_create(&th, NULL, post_rounds, &ps), "poster thread");
 	for (int i = 1; i <= ROUNDS && !bad; i++) {
@@ -205,11 +211,8 @@ static void test_ring_race(void)
 	struct pair p;
 	int slept = 0, saw = 0, lost = 0, bad = 0;
 
-	CHECK(!pair_open(&p), "pair");
-	CHECK(warm_up(&p), "links set up");
+	eb = race_open(&p);
 	ea = to_uctx(p.a.ctx)->ep[0];
-	eb = to_uctx(p.b.ctx)->ep[0];
-	uroce_progress_stop(to_uctx(p.b.ctx));
 	ap.p = &p;
 	ap.ip = (struct uroce_ipinfo){.family = AF_INET, .sport = ea->port, .dport = eb->port};
 	ap.ip.src.v4.s_addr = ap.ip.dst.v4.s_addr = htonl(0x7f000001);
