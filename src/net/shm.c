@@ -18,17 +18,19 @@
  * connect at once.
  *
  * The ring carries the packets UDP would (BTH through ICRC), each
- * behind a 16-byte record header (length, IPv4 source and destination),
+ * behind a 24-byte record header (a sequence number - the record's ring
+ * position + 1, stored last - length, IPv4 source and destination, flags),
  * records 64-byte aligned; a record never wraps (a pad record skips to the
- * start).  The ICRC is neither computed nor checked: memory the kernel
- * maps into both processes is not a wire that flips bits, and the ICRC was
- * a quarter of a bulk sender's CPU.  The record says so (SHM_REC_NOCRC);
- * a capture (UROCE_PCAP) stamps it on either side, so the file shows the
- * packet UDP would carry, and fault injection keeps every packet on UDP.  Everything else the
- * receiver reads is validated: head and tail against the ring size, each record's length and
- * extent, and the packet is copied out of the shared mapping before it is parsed, so a peer that
- * scribbles over the ring can at worst lose its own link (shutdown, counted in shm_bad_ring) and
- * never make us read outside the mapping or parse a packet that changes under us.
+ * start).  There is no shared tail: the receiver polls the slot at its
+ * head until its sequence number is right, one cache line a record.  The ICRC is neither computed
+ * nor checked: memory the kernel maps into both processes is not a wire that flips bits, and the
+ * ICRC was a quarter of a bulk sender's CPU.  The record says so (SHM_REC_NOCRC); a capture
+ * (UROCE_PCAP) stamps it on either side, so the file shows the packet UDP would carry, and fault
+ * injection keeps every packet on UDP.  Everything else the receiver reads is validated: each
+ * record's sequence number, length and extent, the head (by the sender), and the packet is copied
+ * out of the shared mapping before it is parsed, so a peer that scribbles over the ring can at
+ * worst lose its own link (shutdown, counted in shm_bad_ring) and never make us read outside the
+ * mapping or parse a packet that changes under us.
  *
  * Progress.  The thread in ibv_poll_cq drains the rings with no system call
  * (uroce_shm_rx from the endpoint's poll).  The progress thread raises a
@@ -47,7 +49,7 @@
  * that accepts and never answers leaves the QP on UDP, and connections
  * that never say hello cannot keep every pending slot.
  *
- * Locking: the send side of a link (its table, the ring's tail) is under
+ * Locking: the send side of a link (its table, its tail) is under
  * ep->tx_lock, taken by whoever sends; the list of receiving links is
  * changed only by the progress thread, under ep->rx_lock, and read by the
  * drainer under rx_lock (and by the progress thread itself without it).
