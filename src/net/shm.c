@@ -18,17 +18,19 @@
  * connect at once.
  *
  * The ring carries the packets UDP would (BTH through ICRC), each
- * behind a 16-byte record header (length, IPv4 source and destination),
+ * behind a 24-byte record header (a sequence number - the record's ring
+ * position + 1, stored last - length, IPv4 source and destination, flags),
  * records 64-byte aligned; a record never wraps (a pad record skips to the
- * start).  The ICRC is neither computed nor checked: memory the kernel
- * maps into both processes is not a wire that flips bits, and the ICRC was
- * a quarter of a bulk sender's CPU.  The record says so (SHM_REC_NOCRC);
- * a capture (UROCE_PCAP) stamps it on either side, so the file shows the
- * packet UDP would carry, and fault injection keeps every packet on UDP.  Everything else the
- * receiver reads is validated: head and tail against the ring size, each record's length and
- * extent, and the packet is copied out of the shared mapping before it is parsed, so a peer that
- * scribbles over the ring can at worst lose its own link (shutdown, counted in shm_bad_ring) and
- * never make us read outside the mapping or parse a packet that changes under us.
+ * start).  There is no shared tail: the receiver polls the slot at its
+ * head until its sequence number is right, one cache line a record.  The ICRC is neither computed
+ * nor checked: memory the kernel maps into both processes is not a wire that flips bits, and the
+ * ICRC was a quarter of a bulk sender's CPU.  The record says so (SHM_REC_NOCRC); a capture
+ * (UROCE_PCAP) stamps it on either side, so the file shows the packet UDP would carry, and fault
+ * injection keeps every packet on UDP.  Everything else the receiver reads is validated: each
+ * record's sequence number, length and extent, the head (by the sender), and the packet is copied
+ * out of the shared mapping before it is parsed, so a peer that scribbles over the ring can at
+ * worst lose its own link (shutdown, counted in shm_bad_ring) and never make us read outside the
+ * mapping or parse a packet that changes under us.
  *
  * Progress.  The thread in ibv_poll_cq drains the rings with no system call
  * (uroce_shm_rx from the endpoint's poll).  The progress thread raises a
@@ -47,7 +49,7 @@
  * that accepts and never answers leaves the QP on UDP, and connections
  * that never say hello cannot keep every pending slot.
  *
- * Locking: the send side of a link (its table, the ring's tail) is under
+ * Locking: the send side of a link (its table, its tail) is under
  * ep->tx_lock, taken by whoever sends; the list of receiving links is
  * changed only by the progress thread, under ep->rx_lock, and read by the
  * drainer under rx_lock (and by the progress thread itself without it).
@@ -77,7 +79,9 @@
 
 enum {
 	SHM_MAGIC = 0x5552534d, /* "URSM" */
-	SHM_VERSION = 3,	/* 2: the hello offers pulls; 3: bulk records */
+	/* 2: the hello offers pulls; 3: bulk records; 4: a sequence number in
+	 * every record instead of a shared tail */
+	SHM_VERSION = 4,
 	/* twice a socket buffer: the RC budget fits (rc.h) in the half that
 	 * bulk records leave to packets */
 	SHM_RING_BYTES = 16 << 20,
@@ -120,15 +124,18 @@ struct shm_ring {
 	uint8_t pad0[SHM_ALIGN - 24];
 	_Atomic uint64_t head; /* written by the receiver */
 	uint8_t pad1[SHM_ALIGN - 8];
-	_Atomic uint64_t tail; /* written by the sender */
-	uint8_t pad2[SHM_ALIGN - 8];
+	uint8_t resv[SHM_ALIGN];   /* (version 3's tail: each record has its sequence now) */
 	_Atomic uint32_t sleeping; /* SHM_SLEEP_*: who on the receiving side blocks */
 	uint8_t pad3[SHM_ALIGN - 4];
 	uint8_t data[];
 };
 _Static_assert(sizeof(struct shm_ring) == 4 * SHM_ALIGN, "ring header layout");
 
+/* A record at ring position pos (a running byte count) is there once its
+ * seq reads pos + 1: one cache line for the receiver to poll, which
+ * brings the header and the start of the packet with it. */
 struct shm_rec {
+	uint64_t seq;	   /* pos + 1, stored last (release); never 0 */
 	uint32_t len;	   /* packet bytes, or SHM_PAD */
 	uint32_t src, dst; /* IPv4, network order */
 	uint32_t flags;	   /* SHM_REC_*; bits 8-15: the IPv4 TOS (grh.traffic_class) */
@@ -543,56 +550,40 @@ static void txl_reply(struct shm_txl *l)
 	ur_dbg("shm: port %u -> %u over shared memory", l->o.s->ep->port, l->port);
 }
 
-/* Append one record: 0, -ENOSPC (full), -EAGAIN (a bulk record that
- * would leave less than half the ring free: send the record alone) or -EIO
- * (the receiver has written nonsense into head).  bulk[nbulk]: a pull
- * record's bytes (total), copied behind the packet. */
-static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void *buf, size_t len,
-		    bool crc, const struct iovec *bulk, int nbulk, uint64_t total)
+/* Is the record at position head there (published)?  (The receiver: a
+ * peer can only make its own ring look empty, or hand us a header that
+ * ring_drain refuses.  The sender: is the receiver's head where a record
+ * of ours starts?) */
+static bool rec_ready(const struct shm_ring *r, uint64_t head, uint64_t size)
+{
+	const struct shm_rec *h = (const void *)(r->data + (head & (size - 1)));
+
+	return __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE) == head + 1;
+}
+
+/* Publish the record at ring position pos: its seq last, with release
+ * (everything before it, the next slot's invalidation too, is visible
+ * first). */
+static void rec_publish(struct shm_rec *h, uint64_t pos)
+{
+	__atomic_store_n(&h->seq, pos + 1, __ATOMIC_RELEASE);
+}
+
+/* After a record: wake the receiver if it said it sleeps.  A Dekker pair
+ * with rings_sleep: we store the record's seq, then load the flag; the
+ * receiver stores the flag (a locked RMW), then loads the seq at its head.
+ * Each side needs a full barrier between its store and its load - x86 lets
+ * a load pass an older store - or both may read the old values: we do not
+ * ring and it sleeps on a record, a lost wake-up (test_shm_idle "ring"
+ * races the two 100,000 times and checks that each raise that found no
+ * record finds the doorbell rung).  The fence is 82% of this function in
+ * a 2-byte ping-pong; moving its cost to the sleeper with
+ * membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) was tried and not kept
+ * (docs/design.md: no latency gained, 11.8 us per sleep in this VM). */
+static void ring_wake(struct shm_txl *l)
 {
 	struct shm_ring *r = l->r;
-	uint64_t head = l->head;
-	uint64_t tail = l->tail, size = l->size, off = tail & (size - 1), pad = 0;
-	uint64_t pext = align_up(sizeof(struct shm_rec) + len), need = pext + align_up(total);
-	struct shm_rec h = {.len = (uint32_t)len,
-			    .src = ip->src.v4.s_addr,
-			    .dst = ip->dst.v4.s_addr,
-			    .flags = (l->used ? 0 : SHM_REC_FIRST) | (crc ? 0 : SHM_REC_NOCRC) |
-				     (uint32_t)ip->tos << 8 |
-				     (uint32_t)(align_up(total) / SHM_ALIGN) << SHM_REC_BULK_SHIFT};
 
-	if (off + need > size)
-		pad = size - off;
-	if (tail + pad + need - head > size / 2 || !(++l->puts % SHM_HEAD_EVERY)) {
-		head = atomic_load_explicit(&r->head, memory_order_acquire);
-		if (tail - head > size || head % SHM_ALIGN)
-			return -EIO;
-		l->head = head;
-		/* bulk bytes are an option (the receiver can pull them
-		 * instead): they never take the second half of the ring, the
-		 * packets' (a full ring drops them).  A QP has at most
-		 * UR_SACK_WIN PSNs of pulls in flight (4 MiB at MTU 4096): one
-		 * stream always fits in the first half. */
-		if (tail + pad + need - head > (total ? size / 2 : size))
-			return total ? -EAGAIN : -ENOSPC;
-	}
-	if (pad) {
-		struct shm_rec p = {.len = SHM_PAD};
-
-		memcpy(r->data + off, &p, sizeof(p));
-		tail += pad;
-		off = 0;
-	}
-	memcpy(r->data + off, &h, sizeof(h));
-	memcpy(r->data + off + sizeof(h), buf, crc ? len : len - UR_ICRC_BYTES);
-	for (uint64_t i = 0, at = 0; i < (uint64_t)nbulk && at < total; at += bulk[i++].iov_len)
-		memcpy(r->data + off + pext + at, bulk[i].iov_base,
-		       bulk[i].iov_len < total - at ? bulk[i].iov_len : total - at);
-	l->tail = tail + need;
-	l->used = true;
-	atomic_store_explicit(&r->tail, l->tail, memory_order_release);
-	/* tail store, then the flag load; the receiver stores the flag, then
-	 * loads tail (uroce_shm_sleep) */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&r->sleeping, memory_order_relaxed) &&
 	    atomic_exchange(&r->sleeping, 0)) {
@@ -601,6 +592,79 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 		if (write(l->bell, &one, sizeof(one)) < 0)
 			ur_trace("shm doorbell: %s", strerror(errno));
 	}
+}
+
+/* Append one record: 0, -ENOSPC (full), -EAGAIN (a bulk record that
+ * would leave less than half the ring free: send the record alone) or -EIO
+ * (the receiver has written nonsense into head).  bulk[nbulk]: a pull
+ * record's bytes (total), copied behind the packet.
+ *
+ * The receiver polls the slot at its head for seq == head + 1.  The slot
+ * where the next record will go may hold anything from an earlier lap -
+ * the middle of a packet or of bulk bytes, even a number equal to that
+ * position + 1 - so it is zeroed before this record is published: the
+ * receiver reaches it only through this record, and then reads 0 until
+ * the next record is published there.  That slot must not be an unread
+ * record: one SHM_ALIGN of the ring always stays free. */
+static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void *buf, size_t len,
+		    bool crc, const struct iovec *bulk, int nbulk, uint64_t total)
+{
+	struct shm_ring *r = l->r;
+	uint64_t head = l->head;
+	uint64_t tail = l->tail, size = l->size, off = tail & (size - 1), pad = 0;
+	uint64_t pext = align_up(sizeof(struct shm_rec) + len), need = pext + align_up(total);
+	uint64_t room = size - SHM_ALIGN, pos;
+	struct shm_rec *h;
+	uint8_t *at;
+
+	if (off + need > size)
+		pad = size - off;
+	if (tail + pad + need - head > room / 2 || !(++l->puts % SHM_HEAD_EVERY)) {
+		head = atomic_load_explicit(&r->head, memory_order_acquire);
+		/* and a head that is not where a record of ours starts
+		 * (nothing of ours overwrote it: it is unread) means someone
+		 * wrote records we did not, and the receiver went after them:
+		 * it would wait where we never write - drop the link */
+		if (tail - head > room || head % SHM_ALIGN ||
+		    (head != tail && !rec_ready(r, head, size)))
+			return -EIO;
+		l->head = head;
+		/* bulk bytes are an option (the receiver can pull them
+		 * instead): they never take the second half of the ring, the
+		 * packets' (a full ring drops them).  A QP has at most
+		 * UR_SACK_WIN PSNs of pulls in flight (4 MiB at MTU 4096): one
+		 * stream always fits in the first half. */
+		if (tail + pad + need - head > (total ? size / 2 : room))
+			return total ? -EAGAIN : -ENOSPC;
+	}
+	pos = tail + pad;
+	at = r->data + (pos & (size - 1));
+	h = (struct shm_rec *)(void *)at;
+	h->len = (uint32_t)len;
+	h->src = ip->src.v4.s_addr;
+	h->dst = ip->dst.v4.s_addr;
+	h->flags = (l->used ? 0 : SHM_REC_FIRST) | (crc ? 0 : SHM_REC_NOCRC) |
+		   (uint32_t)ip->tos << 8 |
+		   (uint32_t)(align_up(total) / SHM_ALIGN) << SHM_REC_BULK_SHIFT;
+	memcpy(at + sizeof(*h), buf, crc ? len : len - UR_ICRC_BYTES);
+	for (uint64_t i = 0, done = 0; i < (uint64_t)nbulk && done < total;
+	     done += bulk[i++].iov_len)
+		memcpy(at + pext + done, bulk[i].iov_base,
+		       bulk[i].iov_len < total - done ? bulk[i].iov_len : total - done);
+	l->tail = pos + need;
+	l->used = true;
+	__atomic_store_n((uint64_t *)(void *)(r->data + (l->tail & (size - 1))), 0,
+			 __ATOMIC_RELAXED);
+	rec_publish(h, pos);
+	if (pad) {
+		/* after the record at the start: the receiver waits at the
+		 * pad until then, and its slot was zeroed by the last record */
+		struct shm_rec *p = (struct shm_rec *)(void *)(r->data + off);
+
+		p->len = SHM_PAD;
+		rec_publish(p, tail);
+	}
+	ring_wake(l);
 	return 0;
 }
 
@@ -702,22 +766,17 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 	struct shm_ring *r = l->r;
 	struct uroce_ep *ep = s->ep;
 	uint64_t head = l->head, size = l->size;
-	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
 	int n = 0;
 
-	while (n < want && tail != head) {
-		uint64_t avail = tail - head, off = head & (size - 1), need, bulk;
+	while (n < want && rec_ready(r, head, size)) {
+		uint64_t off = head & (size - 1), need, bulk;
 		struct uroce_ipinfo ip = {.family = AF_INET, .sport = l->port, .dport = ep->port};
 		struct uroce_pull_src ps;
 		struct shm_rec h;
 
-		if (avail > size || avail % SHM_ALIGN) {
-			rxl_bad(s, l, "tail");
-			break;
-		}
 		memcpy(&h, r->data + off, sizeof(h));
 		if (h.len == SHM_PAD) {
-			if (size - off > avail) {
+			if (!off) { /* a whole lap of nothing */
 				rxl_bad(s, l, "pad");
 				break;
 			}
@@ -727,7 +786,7 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		need = align_up(sizeof(h) + (uint64_t)h.len);
 		bulk = (uint64_t)(h.flags >> SHM_REC_BULK_SHIFT) * SHM_ALIGN;
 		if (h.len < SHM_MIN_PKT || h.len > SHM_MAX_PKT || bulk > SHM_MAX_BULK ||
-		    need + bulk > avail || off + need + bulk > size || (bulk && !l->pull.pid)) {
+		    off + need + bulk > size || (bulk && !l->pull.pid)) {
 			rxl_bad(s, l, "record length");
 			break;
 		}
@@ -957,7 +1016,7 @@ static void rxl_event(struct uroce_shm *s, struct shm_rxl *l, uint32_t events)
 	 * deliver what the peer left - its last packets, an application may
 	 * be draining the ring meanwhile - then drop the link */
 	for (int i = 0; i < 1000 && !atomic_load(&l->bad) &&
-			atomic_load(&l->r->tail) != __atomic_load_n(&l->head, __ATOMIC_RELAXED);
+			rec_ready(l->r, __atomic_load_n(&l->head, __ATOMIC_RELAXED), l->size);
 	     i++)
 		if (!uroce_ep_poll(s->ep, 1024))
 			sched_yield();
@@ -1007,18 +1066,20 @@ static bool rings_sleep(struct uroce_shm *s, uint32_t bit, bool on)
 	bool busy = false;
 
 	for (struct shm_rxl *l = s ? s->rx : NULL; l; l = l->next) {
-		/* our own copy of head, never the shared one: a peer could
-		 * make a ring look busy forever */
 		if (atomic_load_explicit(&l->bad, memory_order_relaxed))
 			continue;
 		if (!on) {
 			atomic_fetch_and(&l->r->sleeping, ~bit);
 			continue;
 		}
-		atomic_fetch_or(&l->r->sleeping, bit); /* seq_cst: then the tail */
-		if (atomic_load(&l->r->tail) != __atomic_load_n(&l->head, __ATOMIC_RELAXED))
-			busy = true;
+		atomic_fetch_or(&l->r->sleeping, bit); /* seq_cst: then the slot (ring_wake) */
 	}
+	if (!on)
+		return false;
+	for (struct shm_rxl *l = s ? s->rx : NULL; l && !busy; l = l->next)
+		/* at our own copy of head, never the shared one */
+		busy = !atomic_load_explicit(&l->bad, memory_order_relaxed) &&
+		       rec_ready(l->r, __atomic_load_n(&l->head, __ATOMIC_RELAXED), l->size);
 	return busy;
 }
 

@@ -5,8 +5,9 @@
  *    progress thread, woken through the doorbell, serves them), data
  *    verified, packets counted on the shared-memory wire both ways;
  *  - UROCE_SHM=0: the same over UDP, no link;
- *  - hostile peer: the test scribbles over the receiver's ring (tail,
- *    record lengths, random bytes everywhere, the head the sender reads,
+ *  - hostile peer: the test scribbles over the receiver's ring (record
+ *    lengths, bulk extents, random bytes everywhere under a record's
+ *    sequence number, the head the sender reads,
  *    well-formed records holding garbage packets); each time the victim
  *    survives, drops the link or the packets, and the next transfers
  *    complete with the right data (over UDP or a new link);
@@ -121,8 +122,20 @@ static struct shm_ring_view ring_of(struct pair *p)
 	return v;
 }
 
-/* Offsets in the ring header (shm.c): head at 64, tail at 128, data at 256. */
-enum { R_HEAD = 64, R_TAIL = 128, R_DATA = 256 };
+/* Offsets in the ring header (shm.c): head at 64, data at 256; a record
+ * is a 24-byte header (seq = its position + 1, length, addresses, flags)
+ * and the packet. */
+enum { R_HEAD = 64, R_DATA = 256, R_REC = 24 };
+
+/* Write a record header at ring position pos and publish it. */
+static void put_rec(struct shm_ring_view *r, uint64_t pos, uint32_t len, uint32_t flags)
+{
+	uint8_t *at = r->base + R_DATA + (pos & (r->len - R_DATA - 1));
+	uint32_t h[4] = {len, 0, 0, flags};
+
+	memcpy(at + 8, h, 16);
+	__atomic_store_n((uint64_t *)(void *)at, pos + 1, __ATOMIC_RELEASE);
+}
 
 /* A thread writing nonsense into a ring's head until stopped. */
 static atomic_bool scribbling;
@@ -166,27 +179,26 @@ static void test_hostile(void)
 			break;
 		bad0 = CNT(&p.b, shm_bad) + CNT(&p.a, shm_bad);
 		drop0 = CNT(&p.b, rx_drop_parse);
-		memcpy(&t, r.base + R_TAIL, 8);
+		memcpy(&t, r.base + R_HEAD, 8); /* B has taken every record */
 		switch (v) {
-		case 0: /* tail far beyond the ring */
-			t += (uint64_t)r.len * 3;
-			memcpy(r.base + R_TAIL, &t, 8);
+		case 0: /* bulk bytes beyond the limit (4 MiB) */
+			put_rec(&r, t, 64, 0xffffu << 16);
 			break;
-		case 1:	  /* a record claiming 2 GiB */
-		case 2: { /* a record running past the tail */
-			uint32_t len = v == 1 ? 0x7fffffffu : 4000;
-			size_t off = R_DATA + (t & (r.len - R_DATA - 1));
-
-			memcpy(r.base + off, &len, 4);
-			t += 64;
-			memcpy(r.base + R_TAIL, &t, 8);
+		case 1: /* a record claiming 2 GiB */
+			put_rec(&r, t, 0x7fffffffu, 0);
 			break;
-		}
-		case 3: /* random bytes over everything, header included */
+		case 2: /* shorter than a BTH and an ICRC */
+			put_rec(&r, t, 12, 0);
+			break;
+		case 3: /* random bytes over everything, header included, and
+			 * a record there to read them */
 			for (size_t i = 0; i < r.len; i += 4) {
 				x = x * 1103515245u + 12345u;
 				memcpy(r.base + i, &x, 4);
 			}
+			__atomic_store_n(
+			    (uint64_t *)(void *)(r.base + R_DATA + (t & (r.len - R_DATA - 1))),
+			    t + 1, __ATOMIC_RELEASE);
 			break;
 		case 4: /* the head the sender reads (every 64 records, or
 			 * once half the ring is used: a thread keeps writing
@@ -195,16 +207,13 @@ static void test_hostile(void)
 			break;
 		case 5: /* well-formed records of garbage packets: parsed and dropped */
 			for (int k = 0; k < 8; k++) {
-				size_t off = R_DATA + (t & (r.len - R_DATA - 1));
+				uint8_t *at = r.base + R_DATA + (t & (r.len - R_DATA - 1));
 				uint32_t len = 48 + (uint32_t)k;
 
-				memset(r.base + off, 0, 16);
-				memcpy(r.base + off, &len, 4);
 				for (uint32_t i = 0; i < len; i++)
-					r.base[off + 16 + i] =
-					    (uint8_t)(0xa5 ^ (i * 7u + (uint32_t)k));
+					at[R_REC + i] = (uint8_t)(0xa5 ^ (i * 7u + (uint32_t)k));
+				put_rec(&r, t, len, 0);
 				t += 128;
-				memcpy(r.base + R_TAIL, &t, 8);
 			}
 			break;
 		}

@@ -258,7 +258,7 @@ static void test_ops(void)
 
 /* ---- a hostile peer's pull records ---- */
 
-enum { R_TAIL = 128, R_DATA = 256, REC_NOCRC = 2 };
+enum { R_HEAD = 64, R_DATA = 256, R_REC = 24, REC_NOCRC = 2 };
 
 enum hostile { H_UNMAPPED, H_LONGER, H_NPKTS, H_OUTSIDE, H_NOT_ONLY, H_BULK_SHORT, H_COUNT };
 
@@ -268,8 +268,8 @@ static const char *const hostile_name[] = {
     "the flag on a WRITE FIRST",	 "a bulk record shorter than its description"};
 
 /* Append one record holding pkt (and bulk bytes of a pattern behind it:
- * a bulk record, shm.c) to B's ring from A (A sends nothing meanwhile: the
- * test owns the tail). */
+ * a bulk record, shm.c) to B's ring from A, at B's head (A sends nothing
+ * meanwhile, and B has taken every record: the test is the sender now). */
 static bool inject(struct pair *p, const uint8_t *pkt, uint32_t len, uint32_t bulk)
 {
 	uint16_t aport = to_uctx(p->a.ctx)->ep[0]->port;
@@ -277,7 +277,7 @@ static bool inject(struct pair *p, const uint8_t *pkt, uint32_t len, uint32_t bu
 	uint8_t *r = NULL;
 	uint64_t tail, size, off;
 	uint32_t h[4] = {len, htonl(0x7f000001), htonl(0x7f000001), REC_NOCRC | (bulk / 64) << 16};
-	uint32_t ext = (16 + len + 63) & ~63u;
+	uint32_t ext = (R_REC + len + 63) & ~63u;
 
 	/* (B answers the hello before it lists the link) */
 	for (int i = 0; i < 2000 && !r; i++)
@@ -286,17 +286,16 @@ static bool inject(struct pair *p, const uint8_t *pkt, uint32_t len, uint32_t bu
 	if (!r)
 		return false;
 	size = maplen - R_DATA;
-	memcpy(&tail, r + R_TAIL, 8);
+	memcpy(&tail, r + R_HEAD, 8);
 	off = tail & (size - 1);
 	if (off + ext + bulk > size) { /* (never at this point of a fresh ring) */
 		munmap(r, maplen);
 		return false;
 	}
-	memcpy(r + R_DATA + off, h, 16);
-	memcpy(r + R_DATA + off + 16, pkt, len);
+	memcpy(r + R_DATA + off + 8, h, 16);
+	memcpy(r + R_DATA + off + R_REC, pkt, len);
 	memset(r + R_DATA + off + ext, 0x5a, bulk);
-	tail += ext + bulk;
-	__atomic_store_n((uint64_t *)(void *)(r + R_TAIL), tail, __ATOMIC_RELEASE);
+	__atomic_store_n((uint64_t *)(void *)(r + R_DATA + off), tail + 1, __ATOMIC_RELEASE);
 	munmap(r, maplen);
 	return true;
 }
@@ -363,8 +362,8 @@ static void test_hostile(void)
 			CHECK(qa.qp_state == IBV_QPS_ERR || qa.qp_state == IBV_QPS_RTS,
 			      "variant %d: B's QP state %d", v, qa.qp_state);
 		if (v == H_UNMAPPED || v == H_NOT_ONLY || v == H_BULK_SHORT) {
-			/* the ring's tail is ours now: A's next record breaks the link,
-			 * the WRITEs go over UDP or a new link */
+			/* B's head is past A's tail now: A's next head check breaks
+			 * the link, the WRITEs go over UDP or a new link */
 			CHECK(write_stream(&p, 8, 32768, 30u + (unsigned)v),
 			      "variant %d: later WRITEs complete with the right data", v);
 			if (v == H_UNMAPPED || v == H_BULK_SHORT)
