@@ -231,8 +231,15 @@ static void test_hostile(void)
 		CHECK(write_stream(&p, 16, 16384, 10u + (unsigned)v),
 		      "variant %d: later WRITEs complete with the right data", v);
 		/* B may still have rewritten the head first (it does after each
-		 * record, and a resent packet can be in flight): try again */
-		if (v == 4 && CNT(&p.b, shm_bad) + CNT(&p.a, shm_bad) == bad0 && ++retries < 5) {
+		 * record, and a resent packet can be in flight): try again.
+		 * Likewise a record of variants 0-3 that nobody read: seen once
+		 * under CI load (variant 2, no link dropped, the stream after it
+		 * complete), the ring found by ring_of just after a link was set
+		 * up again not yet the one A's packets take.  A record that is
+		 * read must drop the link: five tries that all find it unread
+		 * still fail. */
+		if (v < 5 && CNT(&p.b, shm_bad) + CNT(&p.a, shm_bad) == bad0 && ++retries < 5) {
+			printf("  variant %d: the record was not read, again\n", v);
 			v--;
 			continue;
 		}
