@@ -86,6 +86,10 @@
 	X(shm_pull_bytes, "shm_pull_bytes", "bytes copied that way")                               \
 	X(shm_pull_fail, "shm_pull_fallback",                                                      \
 	  "pulls that failed (peer memory unreadable, gone, or a bad record): ring copy instead")  \
+	X(shm_bulk, "shm_bulk_msgs",                                                               \
+	  "pull records sent with their bytes in the ring (bulk records, memcpy)")                 \
+	X(shm_bulk_skip, "shm_bulk_no_room",                                                       \
+	  "pull records sent without their bytes: no room in the ring (process_vm_readv)")         \
 	X(shm_idle_sleeps, "shm_idle_sleeps",                                                      \
 	  "ibv_poll_cq slept on the rings' doorbells: CQs empty for a while (shm.c)")
 

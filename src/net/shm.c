@@ -722,8 +722,13 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t 
 		uint64_t total;
 		int n = uroce_pull_desc_own(buf, len, iov, &total);
 
-		if (n > 0 && total <= SHM_MAX_BULK && bulk_wanted())
+		if (n > 0 && total <= SHM_MAX_BULK && bulk_wanted()) {
 			err = ring_put(l, ip, buf, len, crc, iov, n, total);
+			if (!err)
+				uroce_count(ctx, shm_bulk, 1);
+			else if (err == -EAGAIN)
+				uroce_count(ctx, shm_bulk_skip, 1);
+		}
 	}
 	if (err == -EAGAIN)
 		err = ring_put(l, ip, buf, len, crc, NULL, 0, 0);
@@ -1288,6 +1293,31 @@ bool uroce_shm_pull_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip)
 	ok = l && l->state == TXL_UP && l->pull;
 	pthread_mutex_unlock(&ep->tx_lock);
 	return ok;
+}
+
+bool uroce_shm_bulk_full(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint64_t bytes)
+{
+	struct uroce_shm *s = ep->shm;
+	struct shm_txl *l;
+	bool full = false;
+
+	if (!s || bytes > SHM_MAX_BULK || !bulk_wanted())
+		return false;
+	pthread_mutex_lock(&ep->tx_lock);
+	l = txl_find(s, ip->dport, false);
+	if (l && l->state == TXL_UP && l->pull) {
+		/* ring_put's rule, with a pad at worst; the shared head is
+		 * only looked at (ring_put checks it before it counts) */
+		uint64_t need = SHM_ALIGN + SHM_MAX_PKT + align_up(bytes) + SHM_ALIGN,
+			 head = l->head;
+
+		if (l->tail + need - head > l->size / 2) {
+			head = atomic_load_explicit(&l->r->head, memory_order_acquire);
+			full = l->tail - head <= l->size && l->tail + need - head > l->size / 2;
+		}
+	}
+	pthread_mutex_unlock(&ep->tx_lock);
+	return full;
 }
 
 int uroce_shm_pull(struct uroce_ctx *ctx, const struct uroce_pull_src *src, const struct iovec *dst,

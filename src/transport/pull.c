@@ -57,7 +57,8 @@ static bool pull_opcode(enum ibv_wr_opcode op)
 	}
 }
 
-uint32_t uroce_pull_npkts(struct uroce_qp *qp, const struct uroce_swqe *w, bool resend)
+/* w's PSNs if it may be pulled as far as qp and w tell (not the link) */
+static uint32_t pull_npkts_qp(struct uroce_qp *qp, const struct uroce_swqe *w, bool resend)
 {
 	uint32_t min = uroce_pull_min(), n;
 
@@ -69,7 +70,27 @@ uint32_t uroce_pull_npkts(struct uroce_qp *qp, const struct uroce_swqe *w, bool 
 	/* as many PSNs in flight as the responder may hold and describe */
 	if (n < 2 || n > UR_SACK_WIN || (!resend && qp->req.inflight + n > UR_SACK_WIN))
 		return 0;
-	return uroce_shm_pull_ok(qp->ep, &qp->path) ? n : 0;
+	return n;
+}
+
+uint32_t uroce_pull_npkts(struct uroce_qp *qp, const struct uroce_swqe *w, bool resend)
+{
+	uint32_t n = pull_npkts_qp(qp, w, resend);
+
+	return n && uroce_shm_pull_ok(qp->ep, &qp->path) ? n : 0;
+}
+
+bool uroce_pull_wait(struct uroce_qp *qp, const struct uroce_swqe *w)
+{
+	/* Many QPs on one link (ib_write_bw -q 8) have more bulk bytes in
+	 * flight than the ring takes: what does not fit went without its
+	 * bytes and was pulled with process_vm_readv, at a quarter of
+	 * memcpy's rate, which slowed the receiver and filled the ring
+	 * further.  A QP whose own ACK is due waits for it instead (it
+	 * frees ring room as it comes, and sends this QP on); one with
+	 * nothing in flight sends without the bytes, so none starves. */
+	return qp->req.inflight && pull_npkts_qp(qp, w, false) &&
+	       uroce_shm_bulk_full(qp->ep, &qp->path, w->length);
 }
 
 void uroce_pull_desc_put(uint8_t *p, uint32_t npkts, const struct iovec *iov, int n)

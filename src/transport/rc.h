@@ -388,6 +388,9 @@ struct iovec;
 /* The PSNs w would be sent as one pull record (resend: w is in flight
  * already), or 0: packet by packet. */
 uint32_t uroce_pull_npkts(struct uroce_qp *qp, const struct uroce_swqe *w, bool resend);
+/* Should the requester hold w back until an ACK: pulled, and the ring has
+ * no room for its bytes now (shm.c, bulk records)? */
+bool uroce_pull_wait(struct uroce_qp *qp, const struct uroce_swqe *w);
 /* The payload of a pull record naming n pieces of memory. */
 uint32_t uroce_pull_desc_len(int niov);
 void uroce_pull_desc_put(uint8_t *p, uint32_t npkts, const struct iovec *iov, int n);

@@ -566,6 +566,9 @@ static enum req_result req_step(struct uroce_qp *qp)
 	/* no faster than the window's rate (cc.c): a wake-up sends on */
 	if (uroce_cc_pacing(qp) && !uroce_cc_pace_ok(qp, uroce_now_ns()))
 		return REQ_BLOCKED;
+	/* same host: room in the ring for a pulled message's bytes (pull.c) */
+	if (!qp->req.offset && uroce_pull_wait(qp, w))
+		return REQ_BLOCKED;
 	if (w->opcode == IBV_WR_RDMA_READ)
 		return send_read(qp, w);
 	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
