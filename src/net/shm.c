@@ -1215,19 +1215,19 @@ bool uroce_shm_spin_stop(struct uroce_ctx *ctx)
 	return idle_mode() == 2 && has_links(ctx) && idle_hogged(uroce_now_ns());
 }
 
-bool uroce_shm_idle(struct uroce_ctx *ctx)
+int uroce_shm_idle(struct uroce_ctx *ctx)
 {
 	struct pollfd pfd[2 * sizeof(ctx->ep) / sizeof(ctx->ep[0])];
 	struct timespec ts = {.tv_nsec = (long)SHM_IDLE_SLEEP_NS};
-	int nep = atomic_load(&ctx->nep), npfd = 0, bell, i;
+	int nep = atomic_load(&ctx->nep), npfd = 0, bell, i, woke = 0;
 	uint64_t now = uroce_now_ns();
 
 	if (!idle_mode())
-		return false;
+		return 0;
 	if (idle_mode() == 2 && !idle_hogged(now))
-		return false;
+		return 0;
 	if (!uroce_ctx_polled_alone(ctx, now) || !has_links(ctx))
-		return false;
+		return 0;
 	for (i = 0; i < nep; i++) {
 		if ((bell = uroce_shm_wait(ctx->ep[i], true)) == -2)
 			break;
@@ -1237,11 +1237,11 @@ bool uroce_shm_idle(struct uroce_ctx *ctx)
 	}
 	if (i == nep) {
 		uroce_count(ctx, shm_idle_sleeps, 1);
-		ppoll(pfd, (nfds_t)npfd, &ts, NULL);
+		woke = ppoll(pfd, (nfds_t)npfd, &ts, NULL) > 0;
 	}
 	for (int j = 0; j < i + (i < nep); j++)
 		uroce_shm_wait(ctx->ep[j], false);
-	return i == nep;
+	return i == nep ? 1 + woke : 0;
 }
 
 void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len)

@@ -78,8 +78,9 @@ int uroce_shm_wait(struct uroce_ep *ep, bool on);
 /* An application poller that has found nothing for a while (cq.c): sleep
  * briefly (at most 100 us) where a ring's next record or a UDP packet wakes
  * it - once its yields have been taken by a neighbour that keeps the CPU (a
- * hog).  False when it did not sleep (the caller yields instead). */
-bool uroce_shm_idle(struct uroce_ctx *ctx);
+ * hog).  0 when it did not sleep (the caller yields instead), 1 when the
+ * sleep ran out, 2 when something woke it. */
+int uroce_shm_idle(struct uroce_ctx *ctx);
 /* ... and it yielded instead, for ns: how it learns that yields are taken
  * by a neighbour that keeps the CPU. */
 void uroce_shm_yielded(uint64_t ns);
