@@ -9,7 +9,8 @@
 # them the floors of the same run: a cache-line ping-pong between two
 # processes (bench/shm_pingpong.c), the busy-poll UDP ping-pong
 # (bench/udp_pingpong.c), memcpy (bench/memcpy_bw.c) and, if installed,
-# UCX's posix shared-memory transport (ucx_perftest tag_lat / tag_bw).
+# UCX's posix shared-memory transport (ucx_perftest tag_lat / tag_bw), and
+# a cross-core copy through shared memory (bench/xcopy_bw.c).
 # Kernel TCP on loopback (qperf tcp_bw / tcp_lat) is the third column, and
 # CPU seconds per GB (both processes, user + system) are measured for the
 # three at 64 KiB.  --hog runs everything with a CPU hog pinned to every
@@ -57,7 +58,7 @@ trap 'exit 143' TERM INT # (so that cleanup runs)
 rm -rf "$RAW"
 mkdir -p "$RAW"
 : >"$TSV"
-for t in shm_pingpong udp_pingpong memcpy_bw; do
+for t in shm_pingpong udp_pingpong memcpy_bw xcopy_bw; do
 	cc -O2 -Wall -o "$TOOLS/$t" "$BENCH_DIR/$t.c" || exit 1
 done
 VARIANT=""
@@ -181,7 +182,13 @@ for ((r = 1; r <= REPS; r++)); do
 	add floor/udp "$(timeout -k 3 60 "$TOOLS/udp_pingpong" client -H 127.0.0.1 -p "$UPORT" -s 2 -n 20000 \
 		-T 2 2>/dev/null | sed -n 's/.*median_us=\([0-9.]*\).*/\1/p' | head -1)"
 	wait "$upid" # (only our own: the qperf server and the hogs run on)
-	add memcpy/64K "$("$TOOLS/memcpy_bw" 65536 | sed -n 's/.*hot_MBps=\([0-9.]*\).*/\1/p')"
+	out=$("$TOOLS/memcpy_bw" 65536)
+	add memcpy/64K "$(sed -n 's/.*hot_MBps=\([0-9.]*\).*/\1/p' <<<"$out")"
+	add memcpy/64K_dram "$(sed -n 's/.*stream_MBps=\([0-9.]*\).*/\1/p' <<<"$out")"
+	# one process copies 64 KiB blocks into shared memory, the other out:
+	# through 1 MiB (16 blocks) and through 16 MiB, the ring's size
+	add xcopy/64K_1M "$("$TOOLS/xcopy_bw" -n 16 65536 | sed -n 's/.*xcopy_MBps=\([0-9.]*\).*/\1/p')"
+	add xcopy/64K_16M "$("$TOOLS/xcopy_bw" -n 256 65536 | sed -n 's/.*xcopy_MBps=\([0-9.]*\).*/\1/p')"
 	if command -v ucx_perftest >/dev/null; then
 		for t in tag_lat:8:lat:20000 tag_bw:1048576:bw:2000; do
 			IFS=: read -r test size kind iters <<<"$t"
@@ -274,6 +281,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%
 	echo "| UCX tag_bw 1 MiB over UCX tcp | $(m ucx_bw/tcp) MB/s |"
 	echo "| rc_verbs pull / posix, / tcp | $(ratio "$(m ucx_bw/rc_pull)" "$(m ucx/tag_bw)"), $(ratio "$(m ucx_bw/rc_pull)" "$(m ucx_bw/tcp)") |"
 	echo "| memcpy 64 KiB, hot | $(m memcpy/64K) MB/s |"
+	echo "| memcpy 64 KiB, from and to DRAM (64 MiB arrays) | $(m memcpy/64K_dram) MB/s |"
+	echo "| cross-core copy 64 KiB through 1 MiB / 16 MiB of shared memory (bench/xcopy_bw.c) | $(m xcopy/64K_1M) / $(m xcopy/64K_16M) MB/s |"
 	echo
 	echo "Every value: $(for k in "${!V[@]}"; do printf '%s=[%s] ' "$k" "${V[$k]% }"; done)"
 } >"$OUT"
