@@ -577,6 +577,13 @@ void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 		if (!t->sacked) {
 			sk->nsacked++;
 			uroce_sd_received(qp, t);
+			/* the packet timed has arrived: its round trip is
+			 * this, not the repair of a hole before it that its
+			 * ACK waits for (which took the window down for
+			 * delay that was never in a queue; Karn: a resent
+			 * one is not timed) */
+			if (qp->req.rtt_on && p == qp->req.rtt_psn)
+				uroce_req_rtt(qp, p);
 		}
 		t->sacked = true;
 		sk->sacked_on = true;
