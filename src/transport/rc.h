@@ -173,7 +173,6 @@ struct uroce_sack_diag {
 	int stall; /* -1: sending */
 	uint64_t stall_t0, t_first, t_last;
 	uint64_t held_ns, held_t0, held_n; /* responder: time holding something */
-	uint64_t sacks_rx_lost_hint;
 };
 
 struct uroce_sack {
