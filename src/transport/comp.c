@@ -149,8 +149,10 @@ static void retry_from_una(struct uroce_qp *qp)
 	qp->req.need_retry = true;
 	qp->req.retry_psn = qp->req.una_psn;
 	if (rc_sack_req(qp)) {
-		if (uroce_req_resend(qp, qp->req.una_psn))
+		if (uroce_req_resend(qp, qp->req.una_psn)) {
+			uroce_sd_resend(qp, qp->req.una_psn, UR_SD_UNA);
 			uroce_qp_count(qp, retransmits, 1);
+		}
 		return;
 	}
 	uroce_req_go_back(qp, qp->req.una_psn);

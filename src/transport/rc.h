@@ -134,7 +134,45 @@ struct uroce_sack_tx {
 	uint32_t psn; /* the request packet last sent at this slot */
 	uint32_t seq; /* its transmission number (uroce_sack.seq) */
 	bool valid, sacked;
-	uint64_t ts; /* when (RACK: reordering or loss, sack.c) */
+	bool resent;  /* UROCE_SACK_DIAG: resent, not yet known received */
+	uint64_t ts;  /* when (RACK: reordering or loss, sack.c) */
+	uint64_t ts0; /* UROCE_SACK_DIAG: its first transmission */
+};
+
+/* Where a loss's time goes (UROCE_SACK_DIAG=1, read at RTR; sack_diag.c):
+ * what resent each packet, how long from its first transmission to the
+ * first resend and from the last resend until it was known received, why
+ * the requester stopped sending and for how long, and how long the
+ * responder held something.  Logged at info level when the QP goes. */
+enum uroce_sd_cause {
+	UR_SD_RACK,
+	UR_SD_WAKE,
+	UR_SD_PROBE,
+	UR_SD_TIMEOUT,
+	UR_SD_READ,
+	UR_SD_UNA,
+	UR_SD_NCAUSE
+};
+enum uroce_sd_stall {
+	UR_SD_SQ,
+	UR_SD_SPAN,
+	UR_SD_WIN,
+	UR_SD_CWND,
+	UR_SD_EP,
+	UR_SD_PACE,
+	UR_SD_RD,
+	UR_SD_NSTALL
+};
+#define UR_SD_NHIST 6
+struct uroce_sack_diag {
+	uint8_t cause; /* what the resends now are for */
+	uint64_t resends[UR_SD_NCAUSE];
+	uint64_t l2r_ns, l2r_n, l2r_hist[UR_SD_NHIST];	  /* first tx -> first resend */
+	uint64_t fill_ns, fill_n, fill_hist[UR_SD_NHIST]; /* last resend -> received */
+	uint64_t stall_ns[UR_SD_NSTALL], stall_n[UR_SD_NSTALL];
+	int stall; /* -1: sending */
+	uint64_t stall_t0, t_first, t_last;
+	uint64_t held_ns, held_t0, held_n; /* responder: time holding something */
 };
 
 struct uroce_sack {
@@ -145,6 +183,11 @@ struct uroce_sack {
 	 * first gap */
 	uint32_t nheld;
 	uint16_t held_epoch; /* the requester incarnation they came from */
+	/* responder: the highest PSN held (a selective ACK's map ends there),
+	 * and the packets held since the last selective ACK (one that tells
+	 * nothing new may wait for the next: uroce_resp_ack_lazy) */
+	uint32_t held_hi, held_since;
+	bool hold_news; /* the last packet held opened a gap, or was held already */
 	struct uroce_pkt *held;
 	/* responder: placing held packets at once (rx_place.c): the SEND
 	 * MIDDLE packets placed into the receive WQE of the message in
@@ -163,6 +206,8 @@ struct uroce_sack {
 	/* requester: what was sent at each slot, and when; how many of the
 	 * packets in flight a selective ACK showed held (not in the network) */
 	uint32_t seq, nsacked;
+	uint32_t sacked_hi; /* no PSN after it is marked held (valid: sacked_on) */
+	bool sacked_on;
 	struct uroce_sack_tx tx[UR_SACK_WIN];
 	/* requester: congestion control (sack.c): the window in packets
 	 * << 10, the smallest round trip seen, no decrease before cc_next */
@@ -213,6 +258,7 @@ struct uroce_sack {
 		uint32_t psn;
 		bool valid, end, rd_done;
 	} rsp[UR_SACK_WIN];
+	struct uroce_sack_diag *diag; /* UROCE_SACK_DIAG=1, else NULL */
 };
 
 /* Requester: has the READ response at psn been placed ahead of una? */
@@ -311,6 +357,9 @@ static inline void uroce_sack_rx(struct uroce_qp *qp, const struct uroce_pkt *pk
 /* Responder: keep a copy of pkt, which arrived after a gap; false when it
  * cannot (too far ahead, out of memory): go-back-N handles it then. */
 bool uroce_sack_hold(struct uroce_qp *qp, const struct uroce_pkt *pkt);
+/* Responder: may a selective ACK that tells nothing new wait
+ * (UROCE_SACK_LAZY, default 1)? */
+bool uroce_sack_lazy(void);
 /* Responder: may pkt be held after a gap (within the window, not held
  * already, the requester's incarnation, the memory bound)? */
 bool uroce_sack_may_hold(const struct uroce_qp *qp, const struct uroce_pkt *pkt);
@@ -355,6 +404,25 @@ void uroce_sack_timeout(struct uroce_qp *qp);
 /* Requester: the READ response at psn (of w) arrived ahead of una, from a
  * request sent after una was last asked for: una's answer was lost. */
 bool uroce_sack_read_lost(struct uroce_qp *qp, const struct uroce_swqe *w, uint32_t psn);
+/* UROCE_SACK_DIAG (sack_diag.c; each a no-op unless qp->sk->diag) */
+void uroce_sd_init(struct uroce_qp *qp);
+void uroce_sd_free(struct uroce_qp *qp);
+/* Requester: psn is resent (what for: diag->cause, or cause >= 0). */
+void uroce_sd_resend(struct uroce_qp *qp, uint32_t psn, int cause);
+/* Requester: the resent psn is known received (held or acknowledged). */
+void uroce_sd_received(struct uroce_qp *qp, struct uroce_sack_tx *t);
+/* Requester: req_run stopped with nothing sent (why: recomputed). */
+void uroce_sd_blocked(struct uroce_qp *qp);
+/* Requester: a first transmission left (a stall, if any, is over). */
+void uroce_sd_sent(struct uroce_qp *qp, uint64_t now);
+/* Responder: nheld went from 0 to 1, or back to 0. */
+void uroce_sd_held(struct uroce_qp *qp, bool any);
+static inline void uroce_sd_cause(struct uroce_qp *qp, enum uroce_sd_cause c)
+{
+	if (qp->sk && qp->sk->diag)
+		qp->sk->diag->cause = (uint8_t)c;
+}
+
 /* Requester: its state, in the debug log (retries exhausted). */
 void uroce_sack_dump(struct uroce_qp *qp);
 /* Requester: a reordering check falls due (req.wake_ns): resend the holes

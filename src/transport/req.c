@@ -597,6 +597,8 @@ void uroce_req_run(struct uroce_qp *qp)
 		r = req_step(qp);
 		ur_trace("QP 0x%06x req step: %s", qp->ibqp.qp_base.qp_num, req_result_name[r]);
 	} while (r == REQ_SENT || r == REQ_DONE_WQE);
+	if (r == REQ_BLOCKED && qp->sk && qp->sk->diag)
+		uroce_sd_blocked(qp);
 	if (qp->req.inflight && !qp->req.deadline_ns)
 		uroce_req_arm(qp);
 	rc_sync_inflight(qp);
@@ -679,6 +681,7 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 	if (qp->req.wake_ns && now >= qp->req.wake_ns) {
 		/* paced, or holes waiting out the reordering window (sack.c) */
 		qp->req.wake_ns = 0;
+		uroce_sd_cause(qp, UR_SD_WAKE);
 		if (qp->sk)
 			uroce_sack_rack(qp, now);
 		uroce_req_progress(qp);

@@ -70,9 +70,14 @@ static void send_aeth(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
  * what waits here is always followed by a packet that asks. */
 bool uroce_resp_ack_lazy(const struct uroce_qp *qp)
 {
-	return qp->tr == UR_TR_RC && !qp->resp.ack_eager && qp->resp.acked &&
-	       !(qp->sk && qp->sk->nheld) &&
-	       ((qp->resp.ack_psn - qp->resp.acked_psn) & UR_PSN_MASK) < UROCE_ACK_STRIDE;
+	if (qp->tr != UR_TR_RC || qp->resp.ack_eager || !qp->resp.acked)
+		return false;
+	/* holding after a gap: a selective ACK that shows no new gap and
+	 * was not asked for waits, up to UROCE_ACKREQ_EVERY packets held
+	 * (hold()) */
+	if (qp->sk && qp->sk->nheld)
+		return qp->sk->held_since < UROCE_ACKREQ_EVERY;
+	return ((qp->resp.ack_psn - qp->resp.acked_psn) & UR_PSN_MASK) < UROCE_ACK_STRIDE;
 }
 
 void uroce_resp_flush_ack(struct uroce_qp *qp)
@@ -108,6 +113,12 @@ static void send_nak(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
  * before the first this QP received. */
 static bool hold(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
+	/* what the requester does not know yet: a new gap (the packet does
+	 * not follow the highest one held), or it asked (AckReq: its window
+	 * closes, or its queue ends); the selective ACK leaves with the
+	 * batch then, otherwise it may wait for one of those (at most
+	 * UROCE_ACKREQ_EVERY packets held: uroce_resp_ack_lazy) - one per
+	 * receive batch cost both ends more than the packets' own path */
 	if (!uroce_sack_hold(qp, pkt))
 		return false;
 	uroce_qp_count(qp, held_req, 1);
@@ -116,7 +127,8 @@ static bool hold(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		qp->resp.ack_psn =
 		    qp->resp.acked ? qp->resp.acked_psn : (qp->attr.rq_psn - 1) & UR_PSN_MASK;
 	}
-	qp->resp.ack_eager = true;
+	if (qp->sk->hold_news || pkt->ackreq || !uroce_sack_lazy())
+		qp->resp.ack_eager = true;
 	return true;
 }
 
