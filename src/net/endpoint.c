@@ -595,10 +595,12 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 	const struct uroce_ipinfo ip = *ipp;
 	struct uroce_pkt pkt;
 	struct uroce_qp *qp = NULL;
-	int placed;
+	uint8_t ack[UR_PIGGY_BYTES];
+	int placed, piggy = 0;
 
 	uroce_pcap(ctx, UROCE_PCAP_RX, ipp, data, len);
-	if (uroce_pkt_parse(&pkt, data, len)) {
+	if (uroce_pkt_parse(&pkt, data, len) ||
+	    (!ep->std && (piggy = ur_piggy_strip(&pkt, ack)) < 0)) {
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
 	}
@@ -611,6 +613,8 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 		uroce_qp_stat(qp, rx_pkts, 1);
 		uroce_qp_stat(qp, rx_bytes, len);
 		uroce_rcv_request(qp, &pkt);
+		if (piggy)
+			uroce_rcv_piggy(qp, &pkt, ack);
 		pthread_mutex_unlock(&qp->lock);
 		return;
 	}
@@ -655,9 +659,11 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 	pthread_mutex_lock(&qp->lock);
 	if ((pkt.opcode & UR_TR_MASK) == UR_TR_UD)
 		uroce_ud_rcv(qp, &pkt, &ip);
-	else if (pkt.mask & URM_REQ)
+	else if (pkt.mask & URM_REQ) {
 		uroce_rcv_request(qp, &pkt);
-	else
+		if (piggy) /* the ACK that would have followed it */
+			uroce_rcv_piggy(qp, &pkt, ack);
+	} else
 		uroce_rcv_response(qp, &pkt);
 	pthread_mutex_unlock(&qp->lock);
 }
