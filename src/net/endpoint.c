@@ -490,10 +490,12 @@ int uroce_udp_send_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m)
 	struct msghdr mh;
 
 	bool fast = udp_fast(ep, ip);
-	/* One buffer from the address socket with nothing to say in control
-	 * messages (a ping-pong's packet): sendto, which copies no msghdr
-	 * and iovec in (docs/latency.md, "Session 11") */
-	bool plain = fast && !gso_size && !ip->tos && !m->iov;
+	/* One buffer (or a GSO batch of one piece: one packet copied in) from
+	 * the address socket with nothing to say in control messages (a
+	 * ping-pong's packet): sendto, which copies no msghdr and iovec in
+	 * (docs/latency.md, "Session 11") */
+	bool plain = fast && !gso_size && !ip->tos && (!m->iov || m->iovcnt == 1);
+	const void *buf = m->iov ? m->iov[0].iov_base : m->buf;
 
 	if (!plain)
 		udp_msg(ep, m, &o, &mh, fast);
@@ -504,7 +506,7 @@ int uroce_udp_send_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m)
 			o.to = (struct sockaddr_in){.sin_family = AF_INET,
 						    .sin_port = htons(ip->dport),
 						    .sin_addr = ip->dst.v4};
-			r = sendto(ep->fd, m->buf, m->len, MSG_DONTWAIT, (struct sockaddr *)&o.to,
+			r = sendto(ep->fd, buf, m->len, MSG_DONTWAIT, (struct sockaddr *)&o.to,
 				   sizeof(o.to));
 		} else {
 			r = sendmsg(fast || ep->fd_any < 0 ? ep->fd : ep->fd_any, &mh,

@@ -332,6 +332,10 @@ static bool pull_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t ps
 	return true;
 }
 
+/* Payloads of at most this many bytes are copied into the packet rather
+ * than sent from the MR (docs/latency.md, "Session 11"). */
+#define UROCE_GATHER_MIN 256u
+
 /* Build and send the packet of w (a SEND or WRITE) at byte offset off with
  * PSN psn; its payload length, or -1 when the local SGEs failed (st). */
 static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t psn,
@@ -358,9 +362,13 @@ static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off
 		int r, n;
 
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-		/* the payload leaves from the MR, read again on a resend */
-		n = uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off, paylen,
-				  false, iov, UROCE_MAX_SGE);
+		/* the payload leaves from the MR, read again on a resend; a few
+		 * bytes are copied: one piece leaves with one sendto, where a
+		 * gathered packet is three iovecs and a sendmsg (endpoint.c) */
+		n = paylen <= UROCE_GATHER_MIN
+			? 0
+			: uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off,
+					paylen, false, iov, UROCE_MAX_SGE);
 		if (n && uroce_qp_xmit_gather(qp, &pkt, iov, n)) {
 			pthread_rwlock_unlock(&qp->ctx->mr_lock);
 			return (int)paylen;
