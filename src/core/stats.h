@@ -35,6 +35,8 @@
 	X(rx_bytes, "rcvd_bytes", "bytes received (BTH through ICRC)")                             \
 	X(acks_tx, "sent_acks", "ACKs sent by the responder")                                      \
 	X(acks_rx, "rcvd_acks", "ACKs received by the requester")                                  \
+	X(piggy_tx, "sent_piggy_acks", "ACKs carried by a request (uroce peers, docs/latency.md)") \
+	X(piggy_rx, "rcvd_piggy_acks", "ACKs received on a request")                               \
 	X(naks_tx, "sent_naks", "NAKs sent (PSN sequence error, invalid request, access, op)")     \
 	X(naks_rx, "rcvd_naks", "NAKs received (PSN sequence error, invalid request, access, op)") \
 	X(seq_naks_rx, "rcvd_seq_err", "PSN sequence error NAKs received")                         \

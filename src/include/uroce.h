@@ -504,6 +504,10 @@ struct uroce_qp {
 	 * IBTA go-back-N only (standard-port mode, UROCE_SACK=0, not RC) */
 	struct uroce_sack *sk;
 	uint16_t sack_epoch; /* this QP's requester incarnation, on its packets (sack.c) */
+	/* the piggy-backed ACK (pkt.h UR_BTH4_PIGGY): this QP takes them
+	 * (native-mode RC, UROCE_ACK_PIGGY), and its peer's responses said it
+	 * does too (set at RTR, learned in comp.c) */
+	bool piggy, piggy_peer;
 
 	/* requester (src/transport/req.c) */
 	struct {
@@ -794,6 +798,13 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now);
 void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt);
 void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt);
 void uroce_resp_flush_ack(struct uroce_qp *qp);
+/* The owed ACK into a request of qp instead of a packet of its own (resp.c);
+ * false when there is none or it cannot ride (a selective ACK) */
+bool uroce_resp_piggy_ack(struct uroce_qp *qp, uint8_t *ext);
+/* An ACK a request of the peer carried, after the request (comp.c) */
+void uroce_rcv_piggy(struct uroce_qp *qp, const struct uroce_pkt *req, const uint8_t *ext);
+/* At RTR: does the QP offer to take piggy-backed ACKs (req.c)? */
+void uroce_piggy_init(struct uroce_qp *qp);
 bool uroce_resp_ack_lazy(const struct uroce_qp *qp);
 /* QP -> ERR and flush everything with IBV_WC_WR_FLUSH_ERR */
 void uroce_qp_error(struct uroce_qp *qp);

@@ -490,11 +490,28 @@ int uroce_udp_send_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m)
 	struct msghdr mh;
 
 	bool fast = udp_fast(ep, ip);
+	/* One buffer (or a GSO batch of one piece: one packet copied in) from
+	 * the address socket with nothing to say in control messages (a
+	 * ping-pong's packet): sendto, which copies no msghdr and iovec in
+	 * (docs/latency.md, "Session 11") */
+	bool plain = fast && !gso_size && !ip->tos && (!m->iov || m->iovcnt == 1);
+	const void *buf = m->iov ? m->iov[0].iov_base : m->buf;
 
-	udp_msg(ep, m, &o, &mh, fast);
+	if (!plain)
+		udp_msg(ep, m, &o, &mh, fast);
 	for (;;) {
-		ssize_t r =
-		    sendmsg(fast || ep->fd_any < 0 ? ep->fd : ep->fd_any, &mh, MSG_DONTWAIT);
+		ssize_t r;
+
+		if (plain) {
+			o.to = (struct sockaddr_in){.sin_family = AF_INET,
+						    .sin_port = htons(ip->dport),
+						    .sin_addr = ip->dst.v4};
+			r = sendto(ep->fd, buf, m->len, MSG_DONTWAIT, (struct sockaddr *)&o.to,
+				   sizeof(o.to));
+		} else {
+			r = sendmsg(fast || ep->fd_any < 0 ? ep->fd : ep->fd_any, &mh,
+				    MSG_DONTWAIT);
+		}
 
 		if (r == (ssize_t)m->len)
 			return 0;
@@ -595,10 +612,12 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 	const struct uroce_ipinfo ip = *ipp;
 	struct uroce_pkt pkt;
 	struct uroce_qp *qp = NULL;
-	int placed;
+	uint8_t ack[UR_PIGGY_BYTES];
+	int placed, piggy = 0;
 
 	uroce_pcap(ctx, UROCE_PCAP_RX, ipp, data, len);
-	if (uroce_pkt_parse(&pkt, data, len)) {
+	if (uroce_pkt_parse(&pkt, data, len) ||
+	    (!ep->std && (piggy = ur_piggy_strip(&pkt, ack)) < 0)) {
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
 	}
@@ -611,6 +630,8 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 		uroce_qp_stat(qp, rx_pkts, 1);
 		uroce_qp_stat(qp, rx_bytes, len);
 		uroce_rcv_request(qp, &pkt);
+		if (piggy)
+			uroce_rcv_piggy(qp, &pkt, ack);
 		pthread_mutex_unlock(&qp->lock);
 		return;
 	}
@@ -655,9 +676,11 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 	pthread_mutex_lock(&qp->lock);
 	if ((pkt.opcode & UR_TR_MASK) == UR_TR_UD)
 		uroce_ud_rcv(qp, &pkt, &ip);
-	else if (pkt.mask & URM_REQ)
+	else if (pkt.mask & URM_REQ) {
 		uroce_rcv_request(qp, &pkt);
-	else
+		if (piggy) /* the ACK that would have followed it */
+			uroce_rcv_piggy(qp, &pkt, ack);
+	} else
 		uroce_rcv_response(qp, &pkt);
 	pthread_mutex_unlock(&qp->lock);
 }

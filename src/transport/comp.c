@@ -574,6 +574,8 @@ static void rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return;
 	}
 	uroce_sack_rx(qp, pkt);
+	if (qp->piggy && (pkt->bth[4] & UR_BTH4_PIGGY_OK))
+		qp->piggy_peer = true; /* it takes our ACKs on requests (req.c) */
 	if (pkt->bth[4] & UR_BTH4_NOPULL)
 		qp->req.pull_off = true; /* the responder failed a pull (pull.c) */
 	if (pkt->opcode == UR_OPC_SACK && qp->sk) {
@@ -687,4 +689,24 @@ void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	rcv_response(qp, pkt);
 	rc_sync_inflight(qp);
+}
+
+/* The ACK a request of the peer carried (pkt.h, UR_BTH4_PIGGY): the same
+ * steps as the ACK packet it stands for, which would have followed the
+ * request - made from the request's BTH (the same P_Key, destination QP and
+ * selective-repeat offer) with the PSN and AETH it carried.  Only a QP
+ * that offered to take them (its peer only sends them then). */
+void uroce_rcv_piggy(struct uroce_qp *qp, const struct uroce_pkt *req, const uint8_t *ext)
+{
+	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + UR_ICRC_BYTES];
+	struct uroce_pkt ack;
+
+	if (!qp->piggy || qp->tr != UR_TR_RC)
+		return;
+	uroce_pkt_init(&ack, buf, UR_OPC_ACK | UR_TR_RC, req->qpn, ur_get32(ext) & UR_PSN_MASK, 0);
+	memcpy(buf + 2, req->bth + 2, 2); /* P_Key */
+	buf[4] = (uint8_t)((req->bth[4] & UR_BTH4_SACK) | UR_BTH4_PIGGY_OK);
+	ur_aeth_set(&ack, ext[4], ur_get32(ext + 4) & 0xffffffu);
+	uroce_qp_count(qp, piggy_rx, 1);
+	uroce_rcv_response(qp, &ack);
 }

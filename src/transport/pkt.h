@@ -77,10 +77,21 @@ static inline uint16_t ur_bth_epoch(const uint8_t *bth)
  * payload is a description of the sender's memory, pulled by the receiver
  * (only through a same-host link that offered it); and, on a response, "do
  * not send me such records any more" (the pull failed; ring copy instead). */
-#define UR_BTH4_PULL	0x40
-#define UR_BTH4_NOPULL	0x80
-#define UR_SACK_WIN	1024u /* PSNs one SACK describes */
-#define UR_SACK_PAYLOAD (4 + UR_SACK_WIN / 8)
+#define UR_BTH4_PULL   0x40
+#define UR_BTH4_NOPULL 0x80
+/* The piggy-backed ACK (docs/latency.md, "Session 11"): between uroce
+ * peers in native mode, an RC SEND or WRITE request may carry the ACK its
+ * QP's responder owes, as 8 bytes between its transport headers and its
+ * payload (the ACK's PSN, then its AETH), flagged by resv8a bit 7 - which
+ * on READ requests and on responses is UR_BTH4_NOPULL, so only SEND and
+ * WRITE requests carry it.  A QP that takes them says so on its
+ * responses (resv8a bit 1, where requests carry their incarnation); a
+ * requester piggy-backs only once its peer's responses said so. */
+#define UR_BTH4_PIGGY	 0x80 /* on a SEND or WRITE request */
+#define UR_BTH4_PIGGY_OK 0x02 /* on a response */
+#define UR_PIGGY_BYTES	 8
+#define UR_SACK_WIN	 1024u /* PSNs one SACK describes */
+#define UR_SACK_PAYLOAD	 (4 + UR_SACK_WIN / 8)
 
 /* Header types, in the order they appear in a packet. */
 enum uroce_hdr_type {
@@ -333,6 +344,22 @@ static inline void ur_bth_set_psn(struct uroce_pkt *p, uint32_t psn)
 static inline bool ur_bth_pkey_ok(const struct uroce_pkt *p)
 {
 	return ((p->bth[2] << 8 | p->bth[3]) & 0x7fff) == (UR_DEFAULT_PKEY & 0x7fff);
+}
+
+/* A SEND or WRITE request carrying a piggy-backed ACK (UR_BTH4_PIGGY,
+ * native mode only: the caller checks): the 8 bytes are copied to ext and
+ * taken out of the payload.  1 carried, 0 not, -1 too short to carry it. */
+static inline int ur_piggy_strip(struct uroce_pkt *p, uint8_t *ext)
+{
+	if (!(p->bth[4] & UR_BTH4_PIGGY) || !(p->mask & URM_REQ) ||
+	    !(p->mask & (URM_SEND | URM_WRITE)))
+		return 0;
+	if (p->paylen < UR_PIGGY_BYTES)
+		return -1;
+	memcpy(ext, p->payload, UR_PIGGY_BYTES);
+	p->payload += UR_PIGGY_BYTES;
+	p->paylen -= UR_PIGGY_BYTES;
+	return 1;
 }
 
 /* RETH: VA(64) R_Key(32) DMA length(32) */

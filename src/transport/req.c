@@ -7,6 +7,7 @@
  * the window or a timer fires.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "transport/rc.h"
@@ -15,10 +16,45 @@ enum req_result { REQ_SENT, REQ_BLOCKED, REQ_DONE_WQE, REQ_ERROR };
 
 static const char *const req_result_name[] = {"sent", "blocked", "wqe-done", "error"};
 
+/* At RTR: take piggy-backed ACKs (pkt.h UR_BTH4_PIGGY) between uroce peers
+ * in native mode, RC only; UROCE_ACK_PIGGY=0: neither take nor send them.
+ * Standard-port mode never does: the wire stays IBTA's byte for byte. */
+void uroce_piggy_init(struct uroce_qp *qp)
+{
+	const char *e = getenv("UROCE_ACK_PIGGY"); /* per QP, as UROCE_SACK */
+
+	qp->piggy = qp->tr == UR_TR_RC && !uroce_std_mode() && !(e && !strcmp(e, "0"));
+	qp->piggy_peer = false;
+}
+
+/* Every packet a QP sends: a response says whether the QP takes ACKs on
+ * requests. */
+static void piggy_tx(const struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	if (qp->piggy && !(pkt->mask & URM_REQ))
+		pkt->bth[4] |= UR_BTH4_PIGGY_OK;
+}
+
+/* A SEND or WRITE packet just built (pkt_init, headers set) carries the ACK
+ * its QP owes, between its headers and its payload, once the peer said it
+ * takes them: one packet instead of two, and no ACK to build, send, read
+ * and check on the other side (docs/latency.md, "Session 11").  buf must
+ * have UR_PIGGY_BYTES of room beyond the packet. */
+static bool piggy_attach(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	if (!qp->piggy_peer || !uroce_resp_piggy_ack(qp, pkt->payload))
+		return false;
+	pkt->bth[4] |= UR_BTH4_PIGGY;
+	pkt->payload += UR_PIGGY_BYTES;
+	pkt->len += UR_PIGGY_BYTES;
+	return true;
+}
+
 int uroce_qp_xmit(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	if (qp->sk)
 		uroce_sack_tx(qp, pkt);
+	piggy_tx(qp, pkt);
 	uroce_pkt_pad(pkt); /* the ICRC: uroce_ep_xmit_nocrc, only where needed */
 	ur_trace("QP 0x%06x tx %s psn %u len %u", qp->ibqp.qp_base.qp_num,
 		 uroce_opcode_name(pkt->opcode), pkt->psn, pkt->len);
@@ -43,6 +79,7 @@ bool uroce_qp_xmit_gather(struct uroce_qp *qp, struct uroce_pkt *pkt, const stru
 		return false;
 	if (qp->sk)
 		uroce_sack_tx(qp, pkt);
+	piggy_tx(qp, pkt);
 	icrc = htole32(uroce_icrc_gather(&qp->path, t.hdr, t.hlen, iov, niov, pkt->pad));
 	memcpy(trl + pkt->pad, &icrc, UR_ICRC_BYTES);
 	t.trl = trl;
@@ -295,20 +332,28 @@ static bool pull_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t ps
 	return true;
 }
 
+/* Payloads of at most this many bytes are copied into the packet rather
+ * than sent from the MR (docs/latency.md, "Session 11"). */
+#define UROCE_GATHER_MIN 256u
+
 /* Build and send the packet of w (a SEND or WRITE) at byte offset off with
  * PSN psn; its payload length, or -1 when the local SGEs failed (st). */
 static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t psn,
 			 bool ackreq, enum ibv_wc_status *st)
 {
-	uint8_t buf[UR_BTH_BYTES + 64 + 4096 + 8];
+	uint8_t buf[UR_BTH_BYTES + 64 + 4096 + 8 + UR_PIGGY_BYTES];
 	uint32_t paylen = w->length - off;
 	struct uroce_pkt pkt;
-	bool last;
+	bool last, piggy;
 
 	if (paylen > qp->mtu)
 		paylen = qp->mtu;
 	last = off + paylen == w->length;
 	data_pkt_hdr(qp, w, &pkt, buf, psn, paylen, off == 0, last, ackreq);
+	/* on the last packet: the ACK completes the peer's WR, and a peer
+	 * that then stops polling (ib_write_lat spins on memory) must have
+	 * read the message's other packets already - they come first */
+	piggy = last && piggy_attach(qp, &pkt);
 
 	if (w->inline_data) {
 		memcpy(pkt.payload, w->inline_data + off, paylen);
@@ -317,9 +362,13 @@ static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off
 		int r, n;
 
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-		/* the payload leaves from the MR, read again on a resend */
-		n = uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off, paylen,
-				  false, iov, UROCE_MAX_SGE);
+		/* the payload leaves from the MR, read again on a resend; a few
+		 * bytes are copied: one piece leaves with one sendto, where a
+		 * gathered packet is three iovecs and a sendmsg (endpoint.c) */
+		n = paylen <= UROCE_GATHER_MIN
+			? 0
+			: uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off,
+					paylen, false, iov, UROCE_MAX_SGE);
 		if (n && uroce_qp_xmit_gather(qp, &pkt, iov, n)) {
 			pthread_rwlock_unlock(&qp->ctx->mr_lock);
 			return (int)paylen;
@@ -327,8 +376,10 @@ static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off
 		r = uroce_sge_copy(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off,
 				   pkt.payload, paylen, false, st);
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
-		if (r)
+		if (r) {
+			qp->resp.ack_pending |= piggy; /* not sent: still owed */
 			return -1;
+		}
 	}
 	uroce_qp_xmit(qp, &pkt);
 	return (int)paylen;

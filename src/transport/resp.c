@@ -99,6 +99,26 @@ void uroce_resp_flush_ack(struct uroce_qp *qp)
 	send_aeth(qp, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.ack_psn);
 }
 
+/* The owed ACK rides on a SEND or WRITE request of this QP (req.c) instead
+ * of a packet of its own: its PSN (3 bytes after a zero byte) and its
+ * AETH, exactly what the ACK would have said.  Not a selective ACK, and
+ * not when our responses must say UR_BTH4_NOPULL (same-host pulls). */
+bool uroce_resp_piggy_ack(struct uroce_qp *qp, uint8_t *ext)
+{
+	if (!qp->resp.ack_pending || (rc_sack_resp(qp) && qp->sk->nheld) || qp->resp.pull_failed)
+		return false;
+	qp->resp.ack_pending = false;
+	qp->resp.ack_eager = false;
+	qp->resp.ack_lazy_ns = 0;
+	qp->resp.acked = true;
+	qp->resp.acked_psn = qp->resp.ack_psn;
+	ur_put32(ext, qp->resp.ack_psn & UR_PSN_MASK);
+	ur_put32(ext + 4, (uint32_t)(UR_AETH_ACK | UR_AETH_CREDIT_INVALID) << 24 |
+			      (qp->resp.msn & 0xffffffu));
+	uroce_qp_count(qp, piggy_tx, 1);
+	return true;
+}
+
 static void send_nak(struct uroce_qp *qp, uint8_t syn, uint32_t psn)
 {
 	qp->resp.ack_pending = false; /* a NAK acknowledges psn - 1 too */

@@ -481,6 +481,7 @@ static int modify_qp(struct uroce_qp *qp, struct ibv_qp_attr *attr, int mask)
 			       ENOMEM;
 		if (uroce_sack_init(qp))
 			return ur_dbg("modify_qp: out of memory for selective repeat"), ENOMEM;
+		uroce_piggy_init(qp);
 		break;
 	case IBV_QPS_ERR:
 		uroce_qp_error(qp);

@@ -57,6 +57,9 @@ fi
 # ACKs with opcode 0xD1; docs/selective-repeat.md) is a documented
 # extension outside it, and would replace the PSN sequence NAK checked here.
 export UROCE_SACK=0
+# Likewise the piggy-backed ACK between uroce peers (resv8a bits 1 and 7, an
+# AETH carried inside a request; docs/latency.md, "Session 11").
+export UROCE_ACK_PIGGY=0
 
 START=$SECONDS
 ip link set lo up

@@ -107,6 +107,14 @@ NAK_CODES = {0: "NAK_PSN_SEQ", 1: "NAK_INV_REQ", 2: "NAK_REM_ACCESS", 3: "NAK_RE
 UROCE_SACK = 0xD1
 SACK_BIT = 0x01
 SACK_PAYLOAD = 4 + 128
+# The piggy-backed ACK between uroce peers (docs/latency.md, "Session 11"),
+# native mode only: byte 4 bit 1 on an RC response says the QP takes them;
+# byte 4 bit 7 on an RC SEND or WRITE request says it carries one: 8 bytes
+# after its headers, the ACK's PSN (after a zero byte) and an ACK's AETH.
+PIGGY_OK = 0x02
+PIGGY = 0x80
+PIGGY_LEN = 8
+PIGGY_OPS = set(range(0x00, 0x0C)) | {0x16, 0x17}
 
 
 def opcode_info(opc):
@@ -142,6 +150,7 @@ class Checker:
         self.checks = 0
         self.decoded = {}  # frame number -> (opcode, dqpn, psn)
         self.sack_packets = 0  # offering selective repeat (native mode)
+        self.piggy_packets = 0  # requests carrying an ACK (native mode)
 
     def bad(self, frame, what, detail):
         self.violations.setdefault(what, []).append("frame %d: %s" % (frame, detail))
@@ -187,15 +196,24 @@ class Checker:
         sack = (self.mode == "native" and (opc & 0xE0) in (0x00, 0xC0) and
                 data[4] & SACK_BIT != 0)
         request = opc != UROCE_SACK and op not in RESPONSES
+        # byte 4 without the piggy-backed ACK's bits (native RC only)
+        b4 = data[4]
+        piggy = (self.mode == "native" and (opc & 0xE0) == 0x00 and request and
+                 op in PIGGY_OPS and b4 & PIGGY != 0)
+        if piggy:
+            b4 &= ~PIGGY
+            self.piggy_packets += 1
+        if self.mode == "native" and (opc & 0xE0) in (0x00, 0xC0) and not request:
+            b4 &= ~PIGGY_OK
         if sack:
             self.sack_packets += 1
-            e(frame, data[4] & 0xC0 == 0, "BTH FECN/BECN zero", "byte 4 = 0x%02x" % data[4])
-            e(frame, request or data[4] == SACK_BIT, "incarnation only on requests",
+            e(frame, b4 & 0xC0 == 0, "BTH FECN/BECN zero", "byte 4 = 0x%02x" % data[4])
+            e(frame, request or b4 == SACK_BIT, "incarnation only on requests",
               "%s: byte 4 = 0x%02x" % (name, data[4]))
             e(frame, request or resv7 == 0, "BTH resv7 zero on responses",
               "resv7 0x%02x" % resv7)
         else:
-            e(frame, data[4] == 0, "BTH FECN/BECN/resv6 zero", "byte 4 = 0x%02x" % data[4])
+            e(frame, b4 == 0, "BTH FECN/BECN/resv6 zero", "byte 4 = 0x%02x" % data[4])
             e(frame, resv7 == 0, "BTH resv7 zero", "resv7 0x%02x" % resv7)
         e(frame, opc != UROCE_SACK or sack, "selective ACKs only in native mode, offering it",
           "byte 4 = 0x%02x" % data[4])
@@ -226,6 +244,13 @@ class Checker:
         for h in hdrs:
             fields[h] = data[off:off + HLEN[h]]
             off += HLEN[h]
+        if piggy:
+            ack = data[hlen:hlen + PIGGY_LEN]
+            hlen += PIGGY_LEN
+            if not e(frame, len(data) >= hlen + ICRC_LEN, "piggy-backed ACK present", name):
+                return
+            e(frame, ack[0] == 0 and ack[4] >> 5 == 0, "piggy-backed ACK: a PSN and an ACK's AETH",
+              "%s: %s" % (name, ack.hex()))
         body = len(data) - hlen - ICRC_LEN
         paylen = body - pad
         e(frame, body % 4 == 0, "payload + pad a multiple of 4", "%s: %d bytes" % (name, body))
@@ -385,6 +410,8 @@ def main():
           (" ..." if len(c.ipids) > 8 else ""))
     if c.sack_packets:
         print("offering selective repeat (uroce extension, native mode): %d" % c.sack_packets)
+    if c.piggy_packets:
+        print("requests carrying an ACK (uroce extension, native mode): %d" % c.piggy_packets)
     ok = True
     if npkt < a.min_packets:
         print("FAIL: only %d packets in %s" % (npkt, a.capture))
