@@ -57,6 +57,10 @@ fi
 # ACKs with opcode 0xD1; docs/selective-repeat.md) is a documented
 # extension outside it, and would replace the PSN sequence NAK checked here.
 export UROCE_SACK=0
+# An RDMA WRITE of several packets between uroce peers over UDP leaves as
+# one WRITE ONLY per packet (req.c): the capture must see FIRST, MIDDLE and
+# LAST too, so this run sends them the IBTA's usual way.
+export UROCE_WRITE_SPLIT=0
 
 START=$SECONDS
 ip link set lo up
