@@ -71,6 +71,8 @@
 	X(rx_in_place, "rcvd_in_place",                                                            \
 	  "packets placed while their ICRC was checked (rx_place.c)")                              \
 	X(rx_gro, "rcvd_gro_batches", "datagrams received as a GRO batch of several packets")      \
+	X(tx_write_split, "sent_write_split",                                                      \
+	  "RDMA WRITE packets sent as WRITE ONLY, one message a packet (req.c)")                   \
 	X(app_waits, "app_ack_waits",                                                              \
 	  "ibv_poll_cq slept on the sockets: many packets in flight, CQs empty (endpoint.c)")      \
 	X(fault_drop, "fault_drop", "UROCE_FAULT: packets dropped")                                \

@@ -432,6 +432,7 @@ struct uroce_swqe {
 	enum uroce_wqe_state state;
 	enum ibv_wc_status status;
 	uint32_t first_psn, last_psn, npkts;
+	bool split; /* an RDMA WRITE sent as one WRITE ONLY per packet (req.c) */
 	uint64_t atomic_orig;
 	struct uroce_sge sg[UROCE_MAX_SGE];
 	uint8_t *inline_data; /* when IBV_SEND_INLINE: copy of the data */

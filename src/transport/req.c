@@ -336,6 +336,36 @@ static bool pull_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t ps
  * than sent from the MR (docs/latency.md, "Session 11"). */
 #define UROCE_GATHER_MIN 256u
 
+/* An RDMA WRITE (without immediate) of more than one packet, between uroce
+ * peers over UDP, leaves as one WRITE ONLY per packet, each with its own
+ * RETH (the part's address, the R_Key, its length), instead of FIRST,
+ * MIDDLE... LAST.  Why: UDP GSO sends a datagram of equal segments (the
+ * last may be shorter), and the RETH makes a WRITE FIRST 16 bytes longer
+ * than the MIDDLE and LAST packets, so every message cost two GSO datagrams
+ * ([FIRST, MIDDLE] [MIDDLE... LAST], gso.c) where a SEND's packets run on
+ * across messages at 15 to a datagram; on loopback and veth each datagram
+ * is a skb through the whole stack, in the sender's system call.  WRITE
+ * ONLY packets of a full MTU are all one length.  Every packet is a
+ * complete, valid IBTA RDMA WRITE: the responder checks each one's R_Key,
+ * range and access (and copies it after its ICRC check: no placement while
+ * checking, rx_place.c), acknowledges it as a message (one MSN each), and
+ * the WQE completes when its last PSN is acknowledged, as before; what the
+ * target sees - its memory, no completion - is the same.  Not with an
+ * immediate (its completion reports the whole message's length), not in
+ * standard-port mode (byte for byte what it was), nor on a path that does
+ * not gather (the same-host wire, captures: gso.c).  Decided at the WQE's
+ * first packet, so its resends keep the form.  Measured: docs/design.md,
+ * "WRITE as WRITE ONLY packets"; UROCE_WRITE_SPLIT=0 turns it off. */
+static int split_mode = -1;
+
+static bool write_split(struct uroce_qp *qp, const struct uroce_swqe *w)
+{
+	return qp->tr == UR_TR_RC && w->opcode == IBV_WR_RDMA_WRITE && w->length > qp->mtu &&
+	       !w->inline_data && !uroce_std_mode() &&
+	       uroce_env_on("UROCE_WRITE_SPLIT", &split_mode) &&
+	       uroce_ep_gather_ok(qp->ep, &qp->path);
+}
+
 /* Build and send the packet of w (a SEND or WRITE) at byte offset off with
  * PSN psn; its payload length, or -1 when the local SGEs failed (st). */
 static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off, uint32_t psn,
@@ -349,7 +379,13 @@ static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off
 	if (paylen > qp->mtu)
 		paylen = qp->mtu;
 	last = off + paylen == w->length;
-	data_pkt_hdr(qp, w, &pkt, buf, psn, paylen, off == 0, last, ackreq);
+	if (w->split) {
+		data_pkt_hdr(qp, w, &pkt, buf, psn, paylen, true, true, ackreq);
+		ur_reth_set(&pkt, w->remote_addr + off, w->rkey, paylen);
+		uroce_count(qp->ctx, tx_write_split, 1);
+	} else {
+		data_pkt_hdr(qp, w, &pkt, buf, psn, paylen, off == 0, last, ackreq);
+	}
 	/* on the last packet: the ACK completes the peer's WR, and a peer
 	 * that then stops polling (ib_write_lat spins on memory) must have
 	 * read the message's other packets already - they come first */
@@ -394,8 +430,10 @@ static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
 	bool last;
 	int paylen;
 
-	if (off == 0)
+	if (off == 0) {
 		w->first_psn = psn;
+		w->split = write_split(qp, w);
+	}
 	if (npsn && pull_pkt_xmit(qp, w, psn, npsn)) {
 		paylen = (int)w->length; /* all its PSNs in one record */
 		last = true;

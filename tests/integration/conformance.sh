@@ -60,6 +60,10 @@ export UROCE_SACK=0
 # Likewise the piggy-backed ACK between uroce peers (resv8a bits 1 and 7, an
 # AETH carried inside a request; docs/latency.md, "Session 11").
 export UROCE_ACK_PIGGY=0
+# An RDMA WRITE of several packets between uroce peers over UDP leaves as
+# one WRITE ONLY per packet (req.c): the capture must see FIRST, MIDDLE and
+# LAST too, so this run sends them the IBTA's usual way.
+export UROCE_WRITE_SPLIT=0
 
 START=$SECONDS
 ip link set lo up

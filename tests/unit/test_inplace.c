@@ -6,7 +6,9 @@
  * destination span, guards included).  Under corruption the ICRC still
  * catches the damaged packets (corrupted after their ICRC was computed
  * over the MR, in a copy), and what they placed is overwritten by the
- * packets sent again: the data is still exact. */
+ * packets sent again: the data is still exact.  RDMA WRITEs of several
+ * packets leave as one WRITE ONLY per packet (sent_write_split, req.c),
+ * or with UROCE_WRITE_SPLIT=0 as FIRST, MIDDLE... LAST. */
 #include "rc_harness.h"
 
 static const enum ibv_wr_opcode ops[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
@@ -16,7 +18,9 @@ static void run(const char *what, const char *fault, bool want_icrc)
 {
 	struct pair_opts o = default_opts(IBV_MTU_1024);
 	static const uint32_t sizes[] = {1, 1024, 1025, 4096 + 3, 65536, 1u << 20};
-	unsigned long tx0, rx0, icrc;
+	unsigned long tx0, rx0, icrc, split;
+	const char *sp = getenv("UROCE_WRITE_SPLIT");
+	bool want_split = !(sp && !strcmp(sp, "0"));
 	struct harness h;
 	uint64_t seed = 900;
 
@@ -31,6 +35,7 @@ static void run(const char *what, const char *fault, bool want_icrc)
 	}
 	tx0 = CNT(&h, 0, tx_in_place) + CNT(&h, 1, tx_in_place);
 	rx0 = CNT(&h, 0, rx_in_place) + CNT(&h, 1, rx_in_place);
+	split = CNT(&h, 0, tx_write_split) + CNT(&h, 1, tx_write_split);
 	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
 		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 			struct xfer x = {.op = ops[k],
@@ -47,8 +52,12 @@ static void run(const char *what, const char *fault, bool want_icrc)
 	tx0 = CNT(&h, 0, tx_in_place) + CNT(&h, 1, tx_in_place) - tx0;
 	rx0 = CNT(&h, 0, rx_in_place) + CNT(&h, 1, rx_in_place) - rx0;
 	icrc = CNT(&h, 0, rx_drop_icrc) + CNT(&h, 1, rx_drop_icrc);
-	printf("%s: sent in place %lu, placed on receipt %lu, bad ICRC %lu\n", what, tx0, rx0,
-	       icrc);
+	split = CNT(&h, 0, tx_write_split) + CNT(&h, 1, tx_write_split) - split;
+	printf("%s: sent in place %lu, placed on receipt %lu, bad ICRC %lu, WRITE ONLY parts %lu\n",
+	       what, tx0, rx0, icrc, split);
+	/* the WRITEs of 1025 B and more are several packets at MTU 1024 */
+	CHECK(want_split ? split > 0 : split == 0, "%s: %lu WRITE packets sent as WRITE ONLY", what,
+	      split);
 	/* with faults too: a packet fault.c passes untouched is not copied
 	 * (uroce_fault_tx_gather); a corrupted one is */
 	CHECK(tx0 > 0, "%s: no packet left from its MR", what);
