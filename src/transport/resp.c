@@ -80,10 +80,10 @@ bool uroce_resp_ack_lazy(const struct uroce_qp *qp)
 	return ((qp->resp.ack_psn - qp->resp.acked_psn) & UR_PSN_MASK) < UROCE_ACK_STRIDE;
 }
 
-void uroce_resp_flush_ack(struct uroce_qp *qp)
+/* The owed ACK leaves: as a packet of its own, a selective ACK, or inside
+ * a request (uroce_resp_piggy_ack). */
+static void ack_owed_sent(struct uroce_qp *qp)
 {
-	if (!qp->resp.ack_pending)
-		return;
 	qp->resp.ack_pending = false;
 	qp->resp.ack_eager = false;
 	qp->resp.ack_lazy_ns = 0;
@@ -91,6 +91,15 @@ void uroce_resp_flush_ack(struct uroce_qp *qp)
 		return; /* UC is unacknowledged (IBTA 9.8.2) */
 	qp->resp.acked = true;
 	qp->resp.acked_psn = qp->resp.ack_psn;
+}
+
+void uroce_resp_flush_ack(struct uroce_qp *qp)
+{
+	if (!qp->resp.ack_pending)
+		return;
+	ack_owed_sent(qp);
+	if (qp->tr == UR_TR_UC)
+		return;
 	if (rc_sack_resp(qp) && qp->sk->nheld) {
 		uroce_sack_send(qp, qp->resp.ack_psn);
 		return;
@@ -107,11 +116,7 @@ bool uroce_resp_piggy_ack(struct uroce_qp *qp, uint8_t *ext)
 {
 	if (!qp->resp.ack_pending || (rc_sack_resp(qp) && qp->sk->nheld) || qp->resp.pull_failed)
 		return false;
-	qp->resp.ack_pending = false;
-	qp->resp.ack_eager = false;
-	qp->resp.ack_lazy_ns = 0;
-	qp->resp.acked = true;
-	qp->resp.acked_psn = qp->resp.ack_psn;
+	ack_owed_sent(qp);
 	ur_put32(ext, qp->resp.ack_psn & UR_PSN_MASK);
 	ur_put32(ext + 4, (uint32_t)(UR_AETH_ACK | UR_AETH_CREDIT_INVALID) << 24 |
 			      (qp->resp.msn & 0xffffffu));
