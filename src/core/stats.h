@@ -73,6 +73,9 @@
 	X(rx_gro, "rcvd_gro_batches", "datagrams received as a GRO batch of several packets")      \
 	X(tx_write_split, "sent_write_split",                                                      \
 	  "RDMA WRITE packets sent as WRITE ONLY, one message a packet (req.c)")                   \
+	X(rx_write_next, "rcvd_write_next",                                                        \
+	  "WRITE ONLY packets continuing the WRITE before them, placed while checked "             \
+	  "(rx_place.c)")                                                                          \
 	X(app_waits, "app_ack_waits",                                                              \
 	  "ibv_poll_cq slept on the sockets: many packets in flight, CQs empty (endpoint.c)")      \
 	X(fault_drop, "fault_drop", "UROCE_FAULT: packets dropped")                                \

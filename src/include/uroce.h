@@ -556,6 +556,12 @@ struct uroce_qp {
 		uint64_t write_va;
 		uint32_t write_rkey, write_len;
 		uint32_t write_offset;
+		/* the last request executed was an RDMA WRITE's last packet
+		 * without immediate, at write_next_psn - 1: a WRITE ONLY at
+		 * write_next_psn that goes on at write_va + write_len with
+		 * write_rkey is placed while checked (rx_place.c) */
+		bool write_next;
+		uint32_t write_next_psn;
 		struct uroce_rd_res *res; /* ring of max_dest_rd_atomic */
 		uint32_t res_head, nres;
 		bool ack_pending;

@@ -412,6 +412,10 @@ static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 	qp->resp.write_offset += pkt->paylen;
 	qp->resp.in_write = !(pkt->mask & URM_END);
+	/* a WRITE ONLY that goes on from here may be placed while checked */
+	qp->resp.write_next =
+	    qp->tr == UR_TR_RC && (pkt->mask & URM_END) && !(pkt->mask & URM_IMMDT);
+	qp->resp.write_next_psn = (pkt->psn + 1) & UR_PSN_MASK;
 	if ((pkt->mask & URM_END) && (pkt->mask & URM_IMMDT)) {
 		complete_recv(qp, pkt, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
 			      qp->resp.write_len);
@@ -647,6 +651,7 @@ static enum resp_state exec_pull(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 static enum resp_state execute(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
+	qp->resp.write_next = false; /* (exec_write sets it again) */
 	if (pkt->bth[4] & UR_BTH4_PULL)
 		return exec_pull(qp, pkt);
 	if (pkt->mask & URM_ATOMIC)

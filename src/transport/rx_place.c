@@ -11,9 +11,11 @@
  * holds.  A packet whose ICRC then fails has written nothing but bytes of
  * that range - the bytes the packet with this PSN writes, which the
  * requester must send again before the message can complete - and is
- * dropped as before, with no other effect.  Everything else (a FIRST or
- * ONLY, another PSN, a READ response, XRC, ODP memory) is checked first
- * and copied after, as before.
+ * dropped as before, with no other effect.  So is an RC WRITE ONLY that
+ * continues the WRITE before it (a split WRITE's next part, req.c: same
+ * R_Key, the next address, the next PSN; write_next_dst).  Everything else
+ * (a FIRST or another ONLY, another PSN, a READ response, XRC, ODP memory)
+ * is checked first and copied after, as before.
  *
  * Selective repeat (sack.c): a request that arrives after a gap is held
  * until the gap is filled.  Where its landing place is known, its payload
@@ -39,26 +41,61 @@
  */
 #include "transport/rc.h"
 
+/* [va, va + len) of the MR rkey names as the destination of a remote
+ * write through qp, or 0 (mr_lock held for read; ODP memory never). */
+static int rkey_dst(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len,
+		    struct iovec *dst)
+{
+	struct uroce_mr *mr = uroce_mr_lookup(qp->ctx, rkey);
+
+	if (!mr || mr->odp ||
+	    (mr->kind == UROCE_KEY_MW2 && mr->mw_qpn != qp->ibqp.qp_base.qp_num) ||
+	    !uroce_pd_same(mr->ibmr.pd, qp->ibqp.qp_base.pd) ||
+	    !(mr->access & IBV_ACCESS_REMOTE_WRITE))
+		return 0;
+	dst->iov_base = uroce_mr_ptr(mr, va, len);
+	dst->iov_len = len;
+	return dst->iov_base ? 1 : 0;
+}
+
 /* The destination of the payload of the WRITE packet pkt of the message in
  * progress at byte off of it, or 0 (mr_lock held for read): the length the
  * RETH gave, its R_Key checked at the FIRST, the MR looked up again. */
 static int write_dst(struct uroce_qp *qp, const struct uroce_pkt *pkt, uint64_t off,
 		     struct iovec *dst)
 {
-	struct uroce_mr *mr;
-
 	if (off + pkt->paylen > qp->resp.write_len ||
 	    ((pkt->mask & URM_END) && off + pkt->paylen != qp->resp.write_len))
 		return 0;
-	mr = uroce_mr_lookup(qp->ctx, qp->resp.write_rkey);
-	if (!mr || mr->odp ||
-	    (mr->kind == UROCE_KEY_MW2 && mr->mw_qpn != qp->ibqp.qp_base.qp_num) ||
-	    !uroce_pd_same(mr->ibmr.pd, qp->ibqp.qp_base.pd) ||
-	    !(mr->access & IBV_ACCESS_REMOTE_WRITE))
+	return rkey_dst(qp, qp->resp.write_rkey, qp->resp.write_va + off, pkt->paylen, dst);
+}
+
+/* A split WRITE (req.c: one WRITE ONLY per packet) between uroce peers: a
+ * WRITE ONLY with the expected PSN, right after an RDMA WRITE's last packet
+ * (no immediate, no other request between: resp.write_next), whose RETH
+ * goes on where that one ended - the same R_Key, the next address, its own
+ * length - is the next part of the same WRITE as long as the previous part
+ * was not its last.  Its destination, the MR looked up and checked as the
+ * responder's R_Key check does, is then known from what was accepted
+ * before, and it is placed while checked like a WRITE MIDDLE.  A packet
+ * that then fails its ICRC has written only into that range: the bytes
+ * the next part of this WRITE writes, which the requester must send again
+ * (no ACK, no completion of its WQE) - or, were the previous part the
+ * WRITE's last, bytes that a corrupted packet could reach only with a
+ * RETH damaged into exactly this R_Key and address (or, when the next
+ * WRITE really goes on there, again the bytes it writes itself).  Or 0
+ * (mr_lock held for read). */
+static int write_next_dst(struct uroce_qp *qp, const struct uroce_pkt *pkt, struct iovec *dst)
+{
+	if ((pkt->mask & (URM_WRITE | URM_RETH | URM_END | URM_IMMDT)) !=
+		(URM_WRITE | URM_RETH | URM_END) ||
+	    (pkt->bth[4] & UR_BTH4_PULL) || qp->tr != UR_TR_RC || !qp->resp.write_next ||
+	    qp->resp.write_next_psn != pkt->psn || qp->resp.in_send || qp->resp.in_write ||
+	    !(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) ||
+	    ur_reth_rkey(pkt) != qp->resp.write_rkey || ur_reth_len(pkt) != pkt->paylen ||
+	    ur_reth_va(pkt) != qp->resp.write_va + qp->resp.write_len)
 		return 0;
-	dst->iov_base = uroce_mr_ptr(mr, qp->resp.write_va + off, pkt->paylen);
-	dst->iov_len = pkt->paylen;
-	return dst->iov_base ? 1 : 0;
+	return rkey_dst(qp, qp->resp.write_rkey, ur_reth_va(pkt), pkt->paylen, dst);
 }
 
 /* The pieces of the destination of pkt, or 0 (mr_lock held for read). */
@@ -149,17 +186,20 @@ int uroce_rx_place(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroc
 		return 0;
 	if (pkt->psn != qp->resp.psn)
 		return qp->tr == UR_TR_RC && qp->sk ? place_ahead(qp, pkt, ip) : 0;
-	if (pkt->mask & URM_START)
+	if ((pkt->mask & URM_START) && !qp->resp.write_next)
 		return 0;
 	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
-	n = place_dst(qp, pkt, dst);
+	n = (pkt->mask & URM_START) ? write_next_dst(qp, pkt, dst) : place_dst(qp, pkt, dst);
 	if (n)
 		ok = uroce_icrc_ok_copy(pkt, ip, dst, n);
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	if (!n)
 		return 0;
 	pkt->placed = ok;
-	if (ok)
+	if (ok) {
 		uroce_count(qp->ctx, rx_in_place, 1);
+		if (pkt->mask & URM_START)
+			uroce_count(qp->ctx, rx_write_next, 1);
+	}
 	return ok ? 1 : -1;
 }

@@ -8,7 +8,8 @@
  * over the MR, in a copy), and what they placed is overwritten by the
  * packets sent again: the data is still exact.  RDMA WRITEs of several
  * packets leave as one WRITE ONLY per packet (sent_write_split, req.c),
- * or with UROCE_WRITE_SPLIT=0 as FIRST, MIDDLE... LAST. */
+ * or with UROCE_WRITE_SPLIT=0 as FIRST, MIDDLE... LAST; each part that
+ * continues the one before is placed while checked (rcvd_write_next). */
 #include "rc_harness.h"
 
 static const enum ibv_wr_opcode ops[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
@@ -18,7 +19,7 @@ static void run(const char *what, const char *fault, bool want_icrc)
 {
 	struct pair_opts o = default_opts(IBV_MTU_1024);
 	static const uint32_t sizes[] = {1, 1024, 1025, 4096 + 3, 65536, 1u << 20};
-	unsigned long tx0, rx0, icrc, split;
+	unsigned long tx0, rx0, icrc, split, next;
 	const char *sp = getenv("UROCE_WRITE_SPLIT");
 	bool want_split = !(sp && !strcmp(sp, "0"));
 	struct harness h;
@@ -36,6 +37,7 @@ static void run(const char *what, const char *fault, bool want_icrc)
 	tx0 = CNT(&h, 0, tx_in_place) + CNT(&h, 1, tx_in_place);
 	rx0 = CNT(&h, 0, rx_in_place) + CNT(&h, 1, rx_in_place);
 	split = CNT(&h, 0, tx_write_split) + CNT(&h, 1, tx_write_split);
+	next = CNT(&h, 0, rx_write_next) + CNT(&h, 1, rx_write_next);
 	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
 		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 			struct xfer x = {.op = ops[k],
@@ -53,11 +55,21 @@ static void run(const char *what, const char *fault, bool want_icrc)
 	rx0 = CNT(&h, 0, rx_in_place) + CNT(&h, 1, rx_in_place) - rx0;
 	icrc = CNT(&h, 0, rx_drop_icrc) + CNT(&h, 1, rx_drop_icrc);
 	split = CNT(&h, 0, tx_write_split) + CNT(&h, 1, tx_write_split) - split;
-	printf("%s: sent in place %lu, placed on receipt %lu, bad ICRC %lu, WRITE ONLY parts %lu\n",
-	       what, tx0, rx0, icrc, split);
+	next = CNT(&h, 0, rx_write_next) + CNT(&h, 1, rx_write_next) - next;
+	printf("%s: sent in place %lu, placed on receipt %lu, bad ICRC %lu, WRITE ONLY parts %lu "
+	       "(%lu placed as the next part)\n",
+	       what, tx0, rx0, icrc, split, next);
 	/* the WRITEs of 1025 B and more are several packets at MTU 1024 */
 	CHECK(want_split ? split > 0 : split == 0, "%s: %lu WRITE packets sent as WRITE ONLY", what,
 	      split);
+	/* every part but a WRITE's first goes on from the one before (a
+	 * WRITE that starts where the one before ended may count too) */
+	CHECK(!want_split || (next > 0 && next <= split),
+	      "%s: %lu WRITE ONLY parts placed as the next part of %lu", what, next, split);
+	if (want_split && !fault)
+		CHECK(next + 8 > split,
+		      "%s: only %lu of %lu WRITE ONLY parts placed as the next part", what, next,
+		      split);
 	/* with faults too: a packet fault.c passes untouched is not copied
 	 * (uroce_fault_tx_gather); a corrupted one is */
 	CHECK(tx0 > 0, "%s: no packet left from its MR", what);
