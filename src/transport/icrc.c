@@ -95,6 +95,8 @@ uint32_t uroce_crc32_sw(uint32_t crc, const void *buf, size_t len)
  * or the table. */
 uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len)
 {
+	if (!len)
+		return crc; /* (a packet's empty pad, or nothing after a payload) */
 	if (len >= 128 && uroce_crc32_clmul_level() == 2)
 		return uroce_crc32_clmul(crc, buf, len);
 #ifdef UROCE_HAVE_ISAL
