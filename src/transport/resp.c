@@ -283,8 +283,11 @@ static enum resp_state check_resource(struct uroce_qp *qp, struct uroce_pkt *pkt
 		return RESPST_RNR;
 	if (pkt->mask & URM_ATOMIC)
 		return RESPST_CHECK_RKEY;
-	return (pkt->mask & (URM_WRITE | URM_READ)) && (pkt->mask & URM_RETH) ? RESPST_CHECK_RKEY
-									      : RESPST_EXECUTE;
+	/* a placed WRITE ONLY (rx_place.c) had its R_Key, range and access
+	 * checked there, under mr_lock, before its bytes were written */
+	return (pkt->mask & (URM_WRITE | URM_READ)) && (pkt->mask & URM_RETH) && !pkt->placed
+		   ? RESPST_CHECK_RKEY
+		   : RESPST_EXECUTE;
 }
 
 /* R_Key checks (IBTA 10.6.3.2 / C9-?): the QP grants the access, the key
@@ -394,7 +397,9 @@ static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	    ((pkt->mask & URM_END) &&
 	     (uint64_t)qp->resp.write_offset + pkt->paylen != qp->resp.write_len))
 		return RESPST_NAK_INVALID; /* C9-?: length must match the RETH */
-	if (pkt->paylen) {
+	/* placed (rx_place.c): written already, into the range its MR was
+	 * looked up and checked for then */
+	if (pkt->paylen && !pkt->placed) {
 		struct uroce_mr *mr;
 
 		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
@@ -404,7 +409,7 @@ static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			dst = uroce_mr_ptr(mr, qp->resp.write_va + qp->resp.write_offset,
 					   pkt->paylen);
 		/* an ODP page that is not mapped: remote access error */
-		if (dst && !pkt->placed && !uroce_mr_write(mr, dst, pkt->payload, pkt->paylen))
+		if (dst && !uroce_mr_write(mr, dst, pkt->payload, pkt->paylen))
 			dst = NULL;
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		if (!dst)
