@@ -347,8 +347,9 @@ static bool pull_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t ps
  * is a skb through the whole stack, in the sender's system call.  WRITE
  * ONLY packets of a full MTU are all one length.  Every packet is a
  * complete, valid IBTA RDMA WRITE: the responder checks each one's R_Key,
- * range and access (and copies it after its ICRC check: no placement while
- * checking, rx_place.c), acknowledges it as a message (one MSN each), and
+ * range and access (a part that goes on from the one before is placed
+ * while its ICRC is checked, the first copied after: rx_place.c),
+ * acknowledges it as a message (one MSN each), and
  * the WQE completes when its last PSN is acknowledged, as before; what the
  * target sees - its memory, no completion - is the same.  Not with an
  * immediate (its completion reports the whole message's length), not in
