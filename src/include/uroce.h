@@ -116,6 +116,7 @@ struct uroce_ep {
 	int fd_any;
 	struct in_addr fast_addr;
 	unsigned int any_looks; /* polls since fd_any was last read */
+	bool rx_tos;		/* fd (the address socket) has IP_RECVTOS (endpoint.c) */
 	/* Written under ctx->lock; read by the receive path under rx_lock.
 	 * Destroying a QP clears its slot, then takes rx_lock once, so no
 	 * receive batch still uses the QP when it is freed.  Native: 256
