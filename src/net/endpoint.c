@@ -185,6 +185,22 @@ int uroce_ep_epoll_add(struct uroce_ep *ep)
 	return 0;
 }
 
+/* Put the endpoint's UDP sockets in the progress thread's epoll set, or
+ * take them out (progress.c, socks_watch); one already in or out is left
+ * so (an endpoint opened meanwhile adds itself). */
+void uroce_ep_epoll_watch(struct uroce_ep *ep, bool on)
+{
+	int fds[2] = {ep->fd, ep->fd_any};
+
+	for (int i = 0; i < 2 && fds[i] >= 0; i++) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
+
+		if (epoll_ctl(ep->ctx->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fds[i], &ev) &&
+		    errno != (on ? EEXIST : ENOENT))
+			ur_trace("epoll_ctl: %s", strerror(errno));
+	}
+}
+
 /* Open an endpoint with nslot QP slots bound to addr:port (port 0:
  * ephemeral); reuse allows several sockets on one port (multicast
  * receivers).  A failed bind is not logged: *bind_err says why. */
