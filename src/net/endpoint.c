@@ -151,11 +151,11 @@ static void addr_sock_open(struct uroce_ep *ep, struct in_addr addr)
  * traffic class) and a capture (what arrived), nothing else: RC, UC and
  * XRC ignore it, uroce does not use ECN.  The address socket reads its
  * datagrams without IP_RECVTOS until the endpoint gets a UD QP (a capture
- * sets it from the start), so a ping-pong's read carries no control message
- * at all: 0.1-0.2 us less per one-way message (docs/latency.md, "Session
- * 12").  The kernel fills the control message at the read from the
- * datagram's own header, so every datagram read after this call carries
- * it, those queued before it too.  Once on, it stays on (ctx->lock held). */
+ * sets it from the start), so a ping-pong's read carries no control
+ * message at all (docs/latency.md, "Session 12").  The kernel fills the
+ * control message at the read from the datagram's own header, so every
+ * datagram read after this call carries it, those queued before it too.
+ * Once on, it stays on (ctx->lock held). */
 static void rx_tos_on(struct uroce_ep *ep)
 {
 	int one = 1;
