@@ -167,6 +167,38 @@ static uint64_t app_polling(struct uroce_ctx *ctx, uint64_t now, bool *look)
 	return since < gap ? gap - since : 0;
 }
 
+/* The UDP sockets in the thread's epoll set cost every packet that
+ * arrives, and every one sent (its buffer freed), a call into epoll's
+ * wake-up callback under two spinlocks, in the sending thread's system
+ * call, even while nobody waits in that set - on the critical path of a
+ * ping-pong, where the busy-poll UDP floor has none.  The thread waits on
+ * the sockets only in its deep sleep; while an application polls
+ * continuously (polls less than UROCE_APP_POLL_GAP_NS apart for at least
+ * UROCE_APP_POLL_SPIN_NS, so that an application that sleeps between
+ * short bursts does not make it add and remove them every time) they are
+ * taken out of the set, and put back before the next deep sleep - where
+ * epoll, level-triggered, reports what they already hold.  (docs/latency.md,
+ * "Session 12".)  UROCE_SOCK_UNWATCH=0: they stay in (measurements). */
+static int unwatch_mode = -1;
+
+static void socks_watch(struct uroce_ctx *ctx, bool on)
+{
+	if (ctx->socks_watched == on || (!on && !uroce_env_on("UROCE_SOCK_UNWATCH", &unwatch_mode)))
+		return;
+	for (int i = 0; i < atomic_load(&ctx->nep); i++)
+		uroce_ep_epoll_watch(ctx->ep[i], on);
+	ctx->socks_watched = on;
+}
+
+static bool app_continuous(struct uroce_ctx *ctx, uint64_t now)
+{
+	uint64_t last = atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed);
+
+	return last && now - last < UROCE_APP_POLL_GAP_NS &&
+	       last - atomic_load_explicit(&ctx->app_burst_ns, memory_order_relaxed) >=
+		   UROCE_APP_POLL_SPIN_NS;
+}
+
 /* A pause inside a poller's grace: read the sockets.  What they held was
  * left there by an application that has stopped polling for it.  Its ACKs
  * are deferred as an application poll's are (uroce_ep_poll_look): the
@@ -408,6 +440,8 @@ static void *progress_main(void *arg)
 
 			if (look && grace_look(ctx, now))
 				continue; /* and look again: the rest may be behind it */
+			if (app_continuous(ctx, now))
+				socks_watch(ctx, false);
 			if (grace < ns)
 				ns = grace;
 			if (t && t - now < ns)
@@ -421,6 +455,7 @@ static void *progress_main(void *arg)
 			continue;
 		}
 		atomic_store(&ctx->prog_grace, false);
+		socks_watch(ctx, true);
 		/* Deep sleep: only a packet, a timer or a wake ends it.  An
 		 * ACK deferred from now on wakes the thread (flush_acks). */
 		atomic_store(&ctx->prog_deep, true);
@@ -491,6 +526,7 @@ int uroce_progress_start(struct uroce_ctx *ctx)
 			goto err;
 		uroce_shm_epoll_add(ctx->ep[i]);
 	}
+	ctx->socks_watched = true;
 	atomic_store(&ctx->stop, false);
 	if (pthread_create(&ctx->thread, NULL, progress_main, ctx))
 		goto err;

@@ -116,6 +116,7 @@ struct uroce_ep {
 	int fd_any;
 	struct in_addr fast_addr;
 	unsigned int any_looks; /* polls since fd_any was last read */
+	bool rx_tos;		/* fd (the address socket) has IP_RECVTOS (endpoint.c) */
 	/* Written under ctx->lock; read by the receive path under rx_lock.
 	 * Destroying a QP clears its slot, then takes rx_lock once, so no
 	 * receive batch still uses the QP when it is freed.  Native: 256
@@ -181,6 +182,8 @@ struct uroce_ctx {
 	int wake_epfd;		   /* epoll with only wake_fd: sleep while the app polls */
 	atomic_ullong app_poll_ns; /* last time an application thread polled a CQ */
 	atomic_bool prog_deep;	   /* the thread sleeps on the sockets, unbounded by a slice */
+	/* the UDP sockets are in epfd (progress.c, socks_watch); the thread's own */
+	bool socks_watched;
 	/* when the application's polls began to come less than
 	 * UROCE_APP_POLL_GAP_NS apart (src/verbs/cq.c, src/core/progress.c) */
 	atomic_ullong app_burst_ns;
@@ -659,6 +662,7 @@ struct uroce_ep *uroce_ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint1
 struct uroce_ep *uroce_ep_open_std(struct uroce_ctx *ctx, struct in_addr addr, int *bind_err);
 /* Register the endpoint's UDP sockets with the progress thread's epoll. */
 int uroce_ep_epoll_add(struct uroce_ep *ep);
+void uroce_ep_epoll_watch(struct uroce_ep *ep, bool on);
 struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32_t *qpn);
 void uroce_ep_put(struct uroce_ctx *ctx, struct uroce_qp *qp);
 int uroce_ep_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const void *buf, size_t len);

@@ -60,8 +60,9 @@ static void set_bufsz(int fd, int opt_force, int opt)
 }
 
 /* A UDP socket with the options every endpoint socket has; pktinfo: the
- * wildcard socket, which needs each datagram's destination address. */
-static int sock_open(bool pktinfo)
+ * wildcard socket, which needs each datagram's destination address; tos:
+ * IP_RECVTOS, each datagram's IP TOS (see rx_tos_on). */
+static int sock_open(bool pktinfo, bool tos)
 {
 	int one = 1, pmtu = IP_PMTUDISC_DO;
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -72,7 +73,7 @@ static int sock_open(bool pktinfo)
 	}
 	if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) ||
 	    (pktinfo && setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one))) ||
-	    setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one))) {
+	    (tos && setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)))) {
 		ur_err("UDP socket: setting IP_MTU_DISCOVER/IP_PKTINFO/IP_RECVTOS failed: %s",
 		       strerror(errno));
 		close(fd);
@@ -128,7 +129,7 @@ static void addr_sock_open(struct uroce_ep *ep, struct in_addr addr)
 
 	if (!addr_sock_wanted() || setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
 		return;
-	fd = sock_open(false);
+	fd = sock_open(false, ep->ctx->pcap != NULL);
 	if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 			bind(fd, (struct sockaddr *)&sa, sizeof(sa)))) {
 		ur_dbg("no address socket on %s:%u: %s", inet_ntoa(addr), ep->port,
@@ -143,6 +144,28 @@ static void addr_sock_open(struct uroce_ep *ep, struct in_addr addr)
 	ep->fd_any = ep->fd;
 	ep->fd = fd;
 	ep->fast_addr = addr;
+	ep->rx_tos = ep->ctx->pcap != NULL;
+}
+
+/* The IP TOS of a received datagram is needed by a UD QP (the GRH's
+ * traffic class) and a capture (what arrived), nothing else: RC, UC and
+ * XRC ignore it, uroce does not use ECN.  The address socket reads its
+ * datagrams without IP_RECVTOS until the endpoint gets a UD QP (a capture
+ * sets it from the start), so a ping-pong's read carries no control
+ * message at all (docs/latency.md, "Session 12").  The kernel fills the
+ * control message at the read from the datagram's own header, so every
+ * datagram read after this call carries it, those queued before it too.
+ * Once on, it stays on (ctx->lock held). */
+static void rx_tos_on(struct uroce_ep *ep)
+{
+	int one = 1;
+
+	if (ep->rx_tos || ep->fd_any < 0)
+		return;
+	if (setsockopt(ep->fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)))
+		ur_err("UDP socket: setting IP_RECVTOS failed: %s", strerror(errno));
+	else
+		ep->rx_tos = true;
 }
 
 static void ep_close_fds(struct uroce_ep *ep)
@@ -160,6 +183,22 @@ int uroce_ep_epoll_add(struct uroce_ep *ep)
 	    (ep->fd_any >= 0 && epoll_ctl(ep->ctx->epfd, EPOLL_CTL_ADD, ep->fd_any, &ev)))
 		return -1;
 	return 0;
+}
+
+/* Put the endpoint's UDP sockets in the progress thread's epoll set, or
+ * take them out (progress.c, socks_watch); one already in or out is left
+ * so (an endpoint opened meanwhile adds itself). */
+void uroce_ep_epoll_watch(struct uroce_ep *ep, bool on)
+{
+	int fds[2] = {ep->fd, ep->fd_any};
+
+	for (int i = 0; i < 2 && fds[i] >= 0; i++) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
+
+		if (epoll_ctl(ep->ctx->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fds[i], &ev) &&
+		    errno != (on ? EEXIST : ENOENT))
+			ur_trace("epoll_ctl: %s", strerror(errno));
+	}
 }
 
 /* Open an endpoint with nslot QP slots bound to addr:port (port 0:
@@ -186,7 +225,7 @@ static struct uroce_ep *ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint
 		goto err_free;
 	ep->ctx = ctx;
 	pthread_mutex_init(&ep->rx_lock, NULL);
-	ep->fd = sock_open(true);
+	ep->fd = sock_open(true, true);
 	if (ep->fd < 0)
 		goto err_free;
 	if (reuse && setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one))) {
@@ -373,6 +412,8 @@ struct uroce_ep *uroce_ep_get(struct uroce_ctx *ctx, struct uroce_qp *qp, uint32
 		ctx->ep[ctx->nep] = ep;
 		atomic_fetch_add(&ctx->nep, 1);
 	}
+	if (qp->tr == UR_TR_UD)
+		rx_tos_on(ep);
 	/* slot 0 stays unused: no QPN ends in 0x00 */
 	if (!take_slot(ep, qp, 1, qpn)) {
 		*qpn |= (uint32_t)ep->port << 8;

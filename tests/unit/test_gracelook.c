@@ -12,6 +12,7 @@
  * read by B's progress thread, and A's WRITEs must complete.  Before the
  * fix nothing read B's socket while the stamp stayed inside the grace.
  * Over UDP (the same-host wire off: the issue is the sockets).
+ * test_unwatch: the sockets out of the thread's epoll set while B polls.
  */
 #include "rc_harness.h"
 
@@ -99,6 +100,116 @@ static void test_pause(void)
 	      (unsigned long long)(CNT(&H, 1, prog_grace_looks) - looks0));
 }
 
+/* The progress thread takes the UDP sockets out of its epoll set while B
+ * polls continuously, and puts them back before it sleeps on them
+ * (socks_watch, src/core/progress.c).  B polls its CQ without pauses: its
+ * thread must take the sockets out.  B then stops calling verbs altogether;
+ * once its grace is over the thread sleeps on the sockets again, so A's
+ * RDMA WRITE must land in B's memory (B calling no verb) and be ACKed.
+ * Had the sockets stayed out, the thread would sleep through the WRITE. */
+#define UW_BYTES  4096u
+#define UW_OFF	  (2 * OFF)
+#define UW_OFF2	  (3 * OFF)
+#define UW_ROUNDS 3
+
+/* B calling no verb at all (no stamp either), bounded (a hang guard) */
+static bool landed_idle(const uint8_t *p, uint8_t v)
+{
+	for (int i = 0; i < 20000; i++) {
+		if (__atomic_load_n(p, __ATOMIC_ACQUIRE) == v)
+			return true;
+		usleep(100);
+	}
+	return false;
+}
+
+static bool watched(void)
+{
+	return __atomic_load_n(&to_uctx(B->ctx)->socks_watched, __ATOMIC_RELAXED);
+}
+
+/* A WRITE from A into B's buffer at off, of v (not waited for) */
+static int post_write(uint32_t off, uint8_t v, uint64_t id)
+{
+	struct ibv_sge sge = {
+	    .addr = (uintptr_t)A->buf + off, .length = UW_BYTES, .lkey = A->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED,
+				 .wr.rdma = {.remote_addr = (uintptr_t)B->buf + off,
+					     .rkey = B->mr->rkey}},
+			   *bad;
+
+	memset(A->buf + off, v, UW_BYTES);
+	return ibv_post_send(A->qp, &wr, &bad);
+}
+
+/* B polls its (empty) CQ without pauses until its thread has taken the
+ * sockets out.  A's WRITEs arrive meanwhile, one after the other: the
+ * first wakes the thread from its sleep on the sockets (B's poll reads
+ * it), which then sees B polling - and wakes it again should the thread
+ * have gone back to that sleep (B descheduled for longer than a pause).
+ * Bounded by 10 s (a hang guard, not a timing check). */
+static bool poll_until_unwatched(int r)
+{
+	struct ibv_wc wc;
+	uint64_t end = now_ms() + 10000;
+	bool ok = false, out = false;
+	int n = 0;
+
+	while (!ok && now_ms() < end) {
+		if (!out) {
+			CHECK(post_write(UW_OFF2, (uint8_t)n, 300u) == 0, "round %d: post WRITE",
+			      r);
+			out = true;
+			n++;
+		}
+		(void)ibv_poll_cq(B->rcq, 1, &wc);
+		if (ibv_poll_cq(A->scq, 1, &wc) == 1) {
+			CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 300u,
+			      "round %d: a WRITE during B's polls completes", r);
+			out = false;
+		}
+		ok = !watched();
+	}
+	CHECK(!out || (wait_wc(A->scq, &wc, 1, 5000) == 0 && wc.status == IBV_WC_SUCCESS),
+	      "round %d: the last WRITE during B's polls completes", r);
+	return ok;
+}
+
+static bool wait_watched(void)
+{
+	for (int i = 0; i < 20000; i++) {
+		if (watched())
+			return true;
+		usleep(100);
+	}
+	return false;
+}
+
+static void test_unwatch(void)
+{
+	for (int r = 0; r < UW_ROUNDS; r++) {
+		uint8_t v = (uint8_t)(0xb1 + r);
+		struct ibv_wc wc;
+		uint8_t *dst = B->buf + UW_OFF;
+
+		CHECK(poll_until_unwatched(r),
+		      "round %d: B polls without pauses: its thread takes the sockets out", r);
+		CHECK(wait_watched(), "round %d: B stopped polling: its thread watches them again",
+		      r);
+		CHECK(post_write(UW_OFF, v, 200u + (unsigned)r) == 0, "post WRITE %d", r);
+		CHECK(landed_idle(dst + UW_BYTES - 1, v),
+		      "round %d: the WRITE lands, B calling no verb", r);
+		CHECK(dst[0] == v && dst[UW_BYTES] != v, "round %d: the data is intact", r);
+		CHECK(wait_wc(A->scq, &wc, 1, 5000) == 0 && wc.status == IBV_WC_SUCCESS &&
+			  wc.wr_id == 200u + (unsigned)r,
+		      "round %d: A's WRITE completes (B's thread ACKed it)", r);
+	}
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -111,8 +222,10 @@ int main(void)
 	H.o = default_opts(IBV_MTU_1024);
 	if (pair_create(&H, &H.o))
 		CHECK(0, "pair");
-	else
+	else {
 		test_pause();
+		test_unwatch();
+	}
 	harness_close(&H);
 	return finish("test_gracelook");
 }
