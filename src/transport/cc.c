@@ -86,7 +86,8 @@ void uroce_cc_init(struct uroce_qp *qp)
 	e = getenv("UROCE_CC_LOSS_AI_HI");
 	qp->sk->loss_ai_hi = e && atoi(e) > 0 ? (uint32_t)atoi(e) : CC_LOSS_AI_HI;
 	e = getenv("UROCE_PACE_GAIN_HI");
-	qp->sk->pace_gain_hi = e && atoi(e) >= 100 ? (uint32_t)atoi(e) : CC_PACE_GAIN_HI;
+	qp->sk->pace_gain_hi =
+	    e && (atoi(e) >= 100 || !strcmp(e, "0")) ? (uint32_t)atoi(e) : CC_PACE_GAIN_HI;
 	qp->sk->lf_sent = qp->sk->lf_resent = 0;
 	qp->sk->loss_frac_on = false;
 	qp->sk->pace_ns = 0;
@@ -344,7 +345,7 @@ uint64_t uroce_cc_pace_burst(const struct uroce_qp *qp)
  * packet: outside loss mode neither a division nor a clock read. */
 bool uroce_cc_pacing(const struct uroce_qp *qp)
 {
-	return qp->sk && qp->sk->loss_mode;
+	return qp->sk && qp->sk->loss_mode && (qp->sk->pace_gain_hi || !loss_low(qp->sk));
 }
 
 bool uroce_cc_pace_ok(struct uroce_qp *qp, uint64_t now)
