@@ -32,7 +32,7 @@
 /* Loss mode against a flow that does not yield (TCP) or against other
  * uroce flows in loss mode (which do): told apart by the share of its
  * packets a flow resends.  Next to one TCP flow (tbf.sh) uroce resent
- * 0.6-1.6% of its packets; four uroce flows in loss mode 2.7-3.5% with
+ * 0.6-1.7% of its packets; four uroce flows in loss mode 2.7-3.5% with
  * CC_LOSS_AI, 6.0-7.2% with the larger increase.  While the share
  * resent stays below CC_LOW_LOSS (per mille; UROCE_CC_LOW_LOSS, 0: never)
  * the window grows by CC_LOSS_AI_HI per round trip and is paced at
