@@ -234,6 +234,12 @@ struct uroce_sack {
 	 * the burst that may go ahead of it (0: no pacing) */
 	uint64_t pace_ns, pace_quantum_ns;
 	uint32_t pace_gain; /* the rate against the window's, percent */
+	/* loss mode's two settings (cc.c): the packets sent and resent since
+	 * the last look, the share resent (/ 65536, smoothed; valid once
+	 * measured), below which (low_loss, / 65536; 0: never) the flow
+	 * competes with the larger increase and pacing gain */
+	uint32_t lf_sent, lf_resent, loss_frac, low_loss, loss_ai_hi, pace_gain_hi;
+	bool loss_frac_on;
 	/* reordering (sack.c): the newest transmission a selective ACK
 	 * showed arrived (seq, send time, the highest PSN held), its round
 	 * trip; the reordering window's steps (RACK); the first hole resent
@@ -248,6 +254,8 @@ struct uroce_sack {
 	struct {
 		uint64_t samples, cwnd_sum, dec_delay, dec_loss, dec_timeout, loss_entries;
 		uint64_t paced, undos;
+		uint64_t pace_gap_sum, pace_srtt_sum, pace_late_sum, pace_late_n, pace_due;
+		uint64_t lf_looks, lf_low, lf_sum;
 	} ccst;
 	/* requester: READ responses placed ahead of una (comp.c), how many
 	 * (not in the network: rc_pipe), the highest of them; rd_done: a
@@ -325,6 +333,9 @@ bool uroce_cc_pacing(const struct uroce_qp *qp);
 bool uroce_cc_pace_ok(struct uroce_qp *qp, uint64_t now);
 /* n packets' worth (a READ request: its responses) left at now. */
 void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now);
+/* A request packet left (resent: not for the first time): loss mode's
+ * measure of the share resent. */
+void uroce_cc_sent(struct uroce_qp *qp, bool resent);
 /* The time between packets at the window's rate, and the burst allowed. */
 uint64_t uroce_cc_pace_gap(const struct uroce_qp *qp);
 uint64_t uroce_cc_pace_burst(const struct uroce_qp *qp);

@@ -186,6 +186,8 @@ void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		t->ts0 = now;
 		t->resent = false;
 	}
+	if (pkt->len)
+		uroce_cc_sent(qp, ur_psn_diff(pkt->psn, qp->req.max_psn) < 0);
 	if (qp->sk->diag && ur_psn_diff(pkt->psn, qp->req.max_psn) >= 0)
 		uroce_sd_sent(qp, now);
 	t->psn = pkt->psn;

@@ -14,7 +14,8 @@
  *     queue still long (someone else's: a TCP flow) enters loss mode from
  *     0.87 of the window before the run; a short sample ends a run;
  *   - loss mode: x0.87 per loss with a long queue (random loss still
- *     changes nothing), +2 packets per window, no decrease on delay, until
+ *     changes nothing), +2 packets per window (+4 and paced at 150% while
+ *     under 2% of the packets sent are resent), no decrease on delay, until
  *     8 short samples in a row 128 round trips or more after the last
  *     overflow (a loss with a long queue) or the entry: a queue filler's
  *     sawtooth, its queue draining for a while after each overflow, keeps
@@ -53,6 +54,7 @@ static void loss(struct uroce_qp *qp)
 int main(void)
 {
 	struct uroce_qp *qp = calloc(1, sizeof(*qp));
+	struct uroce_ep ep = {.rcvbuf = 4u << 20};
 	uint32_t w;
 
 	if (!qp || !(qp->sk = calloc(1, sizeof(*qp->sk)))) {
@@ -64,6 +66,9 @@ int main(void)
 	unsetenv("UROCE_CC_LOSS_BETA");
 	unsetenv("UROCE_CC_LOSS_AI");
 	unsetenv("UROCE_CC_QUIET");
+	unsetenv("UROCE_CC_LOW_LOSS");
+	unsetenv("UROCE_CC_LOSS_AI_HI");
+	unsetenv("UROCE_PACE_GAIN_HI");
 	uroce_cc_init(qp);
 	CHECK(qp->sk->cc && qp->sk->slow_start && pkts(qp) == 16 && qp->sk->target_ns == 1 * MS,
 	      "the defaults: on, slow start from 16 packets, 1 ms");
@@ -157,6 +162,45 @@ int main(void)
 	uroce_cc_acked(qp, w);
 	CHECK(pkts(qp) == w + 2, "loss mode: a window acknowledged gave %u, not %u", pkts(qp),
 	      w + 2);
+	/* the share resent: below 2% (a TCP competitor) +4 per window and
+	 * paced at 150%; above it (other uroce flows in loss mode) +2 and
+	 * 125% again; UROCE_CC_LOW_LOSS=0: never the larger */
+	qp->ep = &ep; /* rc_cwnd(): the endpoint's budget, 256 packets */
+	qp->mtu = 1024;
+	qp->req.srtt_ns = 3 * MS;
+	qp->sk->peer_resp = true;
+	qp->sk->pace_quantum_ns = 200 * US;
+	CHECK(uroce_cc_pace_gap(qp) == 3 * MS * 100 / (125 * pkts(qp)),
+	      "loss mode, share unmeasured: gap %llu", (unsigned long long)uroce_cc_pace_gap(qp));
+	for (int i = 0; i < 4096; i++)
+		uroce_cc_sent(qp, i % 100 == 0); /* 1% */
+	CHECK(qp->sk->loss_frac_on, "4,096 packets sent: the share resent not measured");
+	w = pkts(qp);
+	uroce_cc_acked(qp, w);
+	CHECK(pkts(qp) == w + 4, "1%% resent: a window acknowledged gave %u, not %u", pkts(qp),
+	      w + 4);
+	CHECK(uroce_cc_pace_gap(qp) == 3 * MS * 100 / (150 * pkts(qp)),
+	      "1%% resent: gap %llu, not at 150%%", (unsigned long long)uroce_cc_pace_gap(qp));
+	for (int j = 0; j < 3; j++)
+		for (int i = 0; i < 4096; i++)
+			uroce_cc_sent(qp, i % 25 == 0); /* 4% */
+	w = pkts(qp);
+	uroce_cc_acked(qp, w);
+	CHECK(pkts(qp) == w + 2, "4%% resent: a window acknowledged gave %u, not %u", pkts(qp),
+	      w + 2);
+	CHECK(uroce_cc_pace_gap(qp) == 3 * MS * 100 / (125 * pkts(qp)), "4%% resent: gap %llu",
+	      (unsigned long long)uroce_cc_pace_gap(qp));
+	qp->sk->loss_frac = 0;
+	qp->sk->low_loss = 0; /* UROCE_CC_LOW_LOSS=0 */
+	w = pkts(qp);
+	uroce_cc_acked(qp, w);
+	CHECK(pkts(qp) == w + 2, "UROCE_CC_LOW_LOSS=0: a window acknowledged gave %u", pkts(qp));
+	qp->sk->low_loss = 20 * 65536 / 1000;
+	qp->sk->loss_frac_on = false;
+	qp->req.srtt_ns = 0;
+	qp->sk->peer_resp = false;
+	qp->ep = NULL;
+	w = pkts(qp) - 2; /* (what follows checks against w + 2) */
 	qp->req.psn = 900;
 	qp->req.una_psn = 900;
 	sample(qp, 100 * US);
