@@ -19,6 +19,7 @@
  * UR_BTH4_NOPULL: the sender sends the message again through the ring.
  *
  * This file: which messages are pulled, and the description's format. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "net/shm.h"
@@ -78,6 +79,26 @@ uint32_t uroce_pull_npkts(struct uroce_qp *qp, const struct uroce_swqe *w, bool 
 	uint32_t n = pull_npkts_qp(qp, w, resend);
 
 	return n && uroce_shm_pull_ok(qp->ep, &qp->path) ? n : 0;
+}
+
+uint32_t uroce_pull_read_seg(const struct uroce_qp *qp)
+{
+	/* A READ's responder copies its chunk (512 KiB at MTU 4096) into the
+	 * bulk area and the requester copies it out: as one record the two
+	 * copies run one after the other; as 128 KiB records the requester
+	 * copies the first while the responder writes the next (UCX tag_bw
+	 * 1 MiB, whose rendezvous is a READ).  UROCE_SHM_READ_SEG: bytes. */
+	static uint32_t bytes;
+	uint32_t n;
+
+	if (!bytes) {
+		const char *v = getenv("UROCE_SHM_READ_SEG");
+		unsigned long b = v ? strtoul(v, NULL, 0) : 0;
+
+		bytes = b && b < (1u << 30) ? (uint32_t)b : 131072;
+	}
+	n = bytes / qp->mtu;
+	return n < 2 ? 2 : n;
 }
 
 bool uroce_pull_wait(struct uroce_qp *qp, const struct uroce_swqe *w)

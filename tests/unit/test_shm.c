@@ -100,9 +100,15 @@ static void test_stream(void)
 	unsetenv("UROCE_SHM");
 }
 
+/* Offsets in the ring header (shm.c): head at 64, data at 256; a record
+ * is a 32-byte header (seq = its position + 1, length, addresses, flags)
+ * and the packet. */
+enum { R_HEAD = 64, R_DATA = 256, R_REC = 32 };
+
 struct shm_ring_view {
 	uint8_t *base;
-	size_t len;
+	size_t len;  /* the mapping: header, ring, bulk area */
+	size_t size; /* the ring's records */
 };
 
 /* B's current (not dropped) ring from A, once there is one. */
@@ -119,18 +125,17 @@ static struct shm_ring_view ring_of(struct pair *p)
 			usleep(1000);
 		}
 	}
+	/* a power of two, larger than the bulk area behind it (the
+	 * header's own field may have been scribbled over) */
+	for (v.size = 1; v.base && v.size * 2 <= v.len - R_DATA; v.size *= 2)
+		;
 	return v;
 }
-
-/* Offsets in the ring header (shm.c): head at 64, data at 256; a record
- * is a 24-byte header (seq = its position + 1, length, addresses, flags)
- * and the packet. */
-enum { R_HEAD = 64, R_DATA = 256, R_REC = 24 };
 
 /* Write a record header at ring position pos and publish it. */
 static void put_rec(struct shm_ring_view *r, uint64_t pos, uint32_t len, uint32_t flags)
 {
-	uint8_t *at = r->base + R_DATA + (pos & (r->len - R_DATA - 1));
+	uint8_t *at = r->base + R_DATA + (pos & (r->size - 1));
 	uint32_t h[4] = {len, 0, 0, flags};
 
 	memcpy(at + 8, h, 16);
@@ -196,9 +201,8 @@ static void test_hostile(void)
 				x = x * 1103515245u + 12345u;
 				memcpy(r.base + i, &x, 4);
 			}
-			__atomic_store_n(
-			    (uint64_t *)(void *)(r.base + R_DATA + (t & (r.len - R_DATA - 1))),
-			    t + 1, __ATOMIC_RELEASE);
+			__atomic_store_n((uint64_t *)(void *)(r.base + R_DATA + (t & (r.size - 1))),
+					 t + 1, __ATOMIC_RELEASE);
 			break;
 		case 4: /* the head the sender reads (every 64 records, or
 			 * once half the ring is used: a thread keeps writing
@@ -207,7 +211,7 @@ static void test_hostile(void)
 			break;
 		case 5: /* well-formed records of garbage packets: parsed and dropped */
 			for (int k = 0; k < 8; k++) {
-				uint8_t *at = r.base + R_DATA + (t & (r.len - R_DATA - 1));
+				uint8_t *at = r.base + R_DATA + (t & (r.size - 1));
 				uint32_t len = 48 + (uint32_t)k;
 
 				for (uint32_t i = 0; i < len; i++)
