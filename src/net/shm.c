@@ -18,19 +18,21 @@
  * connect at once.
  *
  * The ring carries the packets UDP would (BTH through ICRC), each
- * behind a 24-byte record header (a sequence number - the record's ring
- * position + 1, stored last - length, IPv4 source and destination, flags),
- * records 64-byte aligned; a record never wraps (a pad record skips to the
- * start).  There is no shared tail: the receiver polls the slot at its
- * head until its sequence number is right, one cache line a record.  The ICRC is neither computed
- * nor checked: memory the kernel maps into both processes is not a wire that flips bits, and the
- * ICRC was a quarter of a bulk sender's CPU.  The record says so (SHM_REC_NOCRC); a capture
- * (UROCE_PCAP) stamps it on either side, so the file shows the packet UDP would carry, and fault
- * injection keeps every packet on UDP.  Everything else the receiver reads is validated: each
- * record's sequence number, length and extent, the head (by the sender), and the packet is copied
- * out of the shared mapping before it is parsed, so a peer that scribbles over the ring can at
- * worst lose its own link (shutdown, counted in shm_bad_ring) and never make us read outside the
- * mapping or parse a packet that changes under us.
+ * behind a 32-byte record header (a sequence number - the record's ring
+ * position + 1, stored last - length, IPv4 source and destination, flags,
+ * a bulk record's place in the bulk area), records 64-byte aligned; a
+ * record never wraps (a pad record skips to the start).  Behind the ring,
+ * in the same memfd, the bulk area: a smaller byte ring that only pull
+ * records' bytes take (pull.c), so that they stay in the caches.  There is no shared tail: the
+ * receiver polls the slot at its head until its sequence number is right, one cache line a record.
+ * The ICRC is neither computed nor checked: memory the kernel maps into both processes is not a
+ * wire that flips bits, and the ICRC was a quarter of a bulk sender's CPU.  The record says so
+ * (SHM_REC_NOCRC); a capture (UROCE_PCAP) stamps it on either side, so the file shows the packet
+ * UDP would carry, and fault injection keeps every packet on UDP.  Everything else the receiver
+ * reads is validated: each record's sequence number, length and extent, the head (by the sender),
+ * and the packet is copied out of the shared mapping before it is parsed, so a peer that scribbles
+ * over the ring can at worst lose its own link (shutdown, counted in shm_bad_ring) and never make
+ * us read outside the mapping or parse a packet that changes under us.
  *
  * Progress.  The thread in ibv_poll_cq drains the rings with no system call
  * (uroce_shm_rx from the endpoint's poll).  The progress thread raises a
