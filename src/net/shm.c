@@ -18,19 +18,21 @@
  * connect at once.
  *
  * The ring carries the packets UDP would (BTH through ICRC), each
- * behind a 24-byte record header (a sequence number - the record's ring
- * position + 1, stored last - length, IPv4 source and destination, flags),
- * records 64-byte aligned; a record never wraps (a pad record skips to the
- * start).  There is no shared tail: the receiver polls the slot at its
- * head until its sequence number is right, one cache line a record.  The ICRC is neither computed
- * nor checked: memory the kernel maps into both processes is not a wire that flips bits, and the
- * ICRC was a quarter of a bulk sender's CPU.  The record says so (SHM_REC_NOCRC); a capture
- * (UROCE_PCAP) stamps it on either side, so the file shows the packet UDP would carry, and fault
- * injection keeps every packet on UDP.  Everything else the receiver reads is validated: each
- * record's sequence number, length and extent, the head (by the sender), and the packet is copied
- * out of the shared mapping before it is parsed, so a peer that scribbles over the ring can at
- * worst lose its own link (shutdown, counted in shm_bad_ring) and never make us read outside the
- * mapping or parse a packet that changes under us.
+ * behind a 32-byte record header (a sequence number - the record's ring
+ * position + 1, stored last - length, IPv4 source and destination, flags,
+ * a bulk record's place in the bulk area), records 64-byte aligned; a
+ * record never wraps (a pad record skips to the start).  Behind the ring,
+ * in the same memfd, the bulk area: a smaller byte ring that only pull
+ * records' bytes take (pull.c), so that they stay in the caches.  There is no shared tail: the
+ * receiver polls the slot at its head until its sequence number is right, one cache line a record.
+ * The ICRC is neither computed nor checked: memory the kernel maps into both processes is not a
+ * wire that flips bits, and the ICRC was a quarter of a bulk sender's CPU.  The record says so
+ * (SHM_REC_NOCRC); a capture (UROCE_PCAP) stamps it on either side, so the file shows the packet
+ * UDP would carry, and fault injection keeps every packet on UDP.  Everything else the receiver
+ * reads is validated: each record's sequence number, length and extent, the head (by the sender),
+ * and the packet is copied out of the shared mapping before it is parsed, so a peer that scribbles
+ * over the ring can at worst lose its own link (shutdown, counted in shm_bad_ring) and never make
+ * us read outside the mapping or parse a packet that changes under us.
  *
  * Progress.  The thread in ibv_poll_cq drains the rings with no system call
  * (uroce_shm_rx from the endpoint's poll).  The progress thread raises a
@@ -80,8 +82,8 @@
 enum {
 	SHM_MAGIC = 0x5552534d, /* "URSM" */
 	/* 2: the hello offers pulls; 3: bulk records; 4: a sequence number in
-	 * every record instead of a shared tail */
-	SHM_VERSION = 4,
+	 * every record instead of a shared tail; 5: the bulk area */
+	SHM_VERSION = 5,
 	/* twice a socket buffer: the RC budget fits (rc.h) in the half that
 	 * bulk records leave to packets */
 	SHM_RING_BYTES = 16 << 20,
@@ -93,10 +95,17 @@ enum {
 	SHM_PAD = 0xffffffffu,
 	SHM_REC_FIRST = 1, /* the link's first record: UDP packets came before */
 	SHM_REC_NOCRC = 2, /* the sender did not compute the ICRC */
+	SHM_REC_AREA = 4,  /* the bulk bytes are in the bulk area, not behind */
 	/* flags bits 16-31: a bulk record's bytes behind the packet, in
 	 * SHM_ALIGN units (0: none) */
 	SHM_REC_BULK_SHIFT = 16,
 	SHM_MAX_BULK = 2 << 20, /* bytes */
+	/* the bulk area (after the ring, same memfd): a byte ring that only
+	 * pull records' bytes take, small enough to stay in the caches
+	 * (docs/design.md, "The bulk area"); UROCE_SHM_AREA sets it */
+	SHM_AREA_BYTES = 2 << 20,
+	SHM_MIN_AREA = 1 << 16,
+	SHM_MAX_AREA = 1 << 26,
 	SHM_HASH = 64,
 	SHM_MAX_PENDING = 64,
 	SHM_RX_BURST = 16,	/* records per batch: one ACK flush, as one recvmmsg */
@@ -125,7 +134,10 @@ struct shm_ring {
 	uint8_t pad0[SHM_ALIGN - 24];
 	_Atomic uint64_t head; /* written by the receiver */
 	uint8_t pad1[SHM_ALIGN - 8];
-	uint8_t resv[SHM_ALIGN];   /* (version 3's tail: each record has its sequence now) */
+	/* the bulk area's position the receiver has copied out up to
+	 * (version 3's tail was here: each record has its sequence now) */
+	_Atomic uint64_t area_head;
+	uint8_t pad2[SHM_ALIGN - 8];
 	_Atomic uint32_t sleeping; /* SHM_SLEEP_*: who on the receiving side blocks */
 	uint8_t pad3[SHM_ALIGN - 4];
 	uint8_t data[];
@@ -140,6 +152,7 @@ struct shm_rec {
 	uint32_t len;	   /* packet bytes, or SHM_PAD */
 	uint32_t src, dst; /* IPv4, network order */
 	uint32_t flags;	   /* SHM_REC_*; bits 8-15: the IPv4 TOS (grh.traffic_class) */
+	uint64_t apos;	   /* SHM_REC_AREA: where the bytes are in the bulk area */
 };
 
 struct shm_hello {
@@ -147,9 +160,9 @@ struct shm_hello {
 	uint16_t port; /* the sender's UDP port: the source of its packets */
 	uint16_t resv;
 	uint32_t ring_bytes;
-	uint32_t flags; /* SHM_HELLO_* */
-	uint32_t resv2;
-	uint64_t ring_va; /* hello: where the sender maps the ring (its nonce) */
+	uint32_t flags;	     /* SHM_HELLO_* */
+	uint32_t area_bytes; /* the bulk area behind the ring (0: none) */
+	uint64_t ring_va;    /* hello: where the sender maps the ring (its nonce) */
 };
 
 enum shm_kind { SHM_LISTEN = 1, SHM_TX, SHM_RX };
@@ -180,6 +193,10 @@ struct shm_txl { /* we send; ep->tx_lock */
 	 * receiver - a cache miss less per record on both sides */
 	uint64_t head;
 	unsigned puts; /* records: the head is read every SHM_HEAD_EVERY too */
+	/* the bulk area: asize bytes at area (0: none), written at atail
+	 * (a running count), the receiver's area_head as last read */
+	uint8_t *area;
+	uint64_t asize, atail, ahead;
 };
 
 struct shm_rxl { /* we receive */
@@ -192,6 +209,8 @@ struct shm_rxl { /* we receive */
 	struct shm_ring *r;
 	size_t maplen;
 	uint64_t head, size;
+	uint8_t *area; /* the bulk area, asize bytes */
+	uint64_t asize;
 	uint64_t deadline_ns; /* pending: the hello's */
 };
 
@@ -221,6 +240,21 @@ static bool bulk_wanted(void)
 	static int on = -1;
 
 	return uroce_env_on("UROCE_SHM_BULK", &on);
+}
+
+/* The bulk area's size: UROCE_SHM_AREA (bytes, a power of two, 0: none -
+ * bulk bytes then go behind their record in the ring, as in version 4) */
+static uint32_t area_bytes(void)
+{
+	static uint32_t bytes = 1;
+
+	if (bytes == 1) {
+		const char *v = getenv("UROCE_SHM_AREA");
+		unsigned long n = v ? strtoul(v, NULL, 0) : SHM_AREA_BYTES;
+
+		bytes = n < SHM_MIN_AREA || n > SHM_MAX_AREA || (n & (n - 1)) ? 0 : (uint32_t)n;
+	}
+	return bytes;
 }
 
 static bool shm_wanted(void)
@@ -476,10 +510,13 @@ static struct shm_txl *txl_find(struct uroce_shm *s, uint16_t port, bool create)
 static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
 {
 	struct uroce_ctx *ctx = s->ep->ctx;
-	uint32_t bytes = SHM_RING_BYTES;
-	size_t len = sizeof(struct shm_ring) + bytes;
-	struct shm_hello h = {
-	    .magic = SHM_MAGIC, .version = SHM_VERSION, .port = s->ep->port, .ring_bytes = bytes};
+	uint32_t bytes = SHM_RING_BYTES, area = uroce_pull_min() ? area_bytes() : 0;
+	size_t len = sizeof(struct shm_ring) + bytes + area;
+	struct shm_hello h = {.magic = SHM_MAGIC,
+			      .version = SHM_VERSION,
+			      .port = s->ep->port,
+			      .ring_bytes = bytes,
+			      .area_bytes = area};
 	struct sockaddr_un a;
 	socklen_t al = uroce_shm_addr(&a, l->port);
 	int mfd = -1;
@@ -506,6 +543,9 @@ static void txl_connect(struct uroce_shm *s, struct shm_txl *l)
 	l->maplen = len;
 	l->size = bytes;
 	l->tail = l->head = 0;
+	l->area = area ? l->r->data + bytes : NULL;
+	l->asize = area;
+	l->atail = l->ahead = 0;
 	l->r->magic = SHM_MAGIC;
 	l->r->version = SHM_VERSION;
 	l->r->size = bytes;
@@ -604,10 +644,51 @@ static void ring_wake(struct shm_txl *l)
 	}
 }
 
+/* Read (and check) the receiver's head into l->head: 0, or -EIO.  A head
+ * that is not where a record of ours starts (nothing of ours overwrote it:
+ * it is unread) means someone wrote records we did not, and the receiver
+ * went after them: it would wait where we never write - drop the link. */
+static int head_read(struct shm_txl *l)
+{
+	uint64_t head = atomic_load_explicit(&l->r->head, memory_order_acquire);
+
+	if (l->tail - head > l->size - SHM_ALIGN || head % SHM_ALIGN ||
+	    (head != l->tail && !rec_ready(l->r, head, l->size)))
+		return -EIO;
+	l->head = head;
+	return 0;
+}
+
+/* Where in l's bulk area ext bytes go: at *at (a running position; bytes
+ * that would run past the area's end go to its start instead, a rule the
+ * receiver applies too, ring_drain).  0, -EAGAIN (no room: the receiver
+ * has not copied enough out yet) or -EIO (it wrote nonsense into
+ * area_head).  Nothing moves until ring_put commits. */
+static int area_alloc(struct shm_txl *l, uint64_t ext, uint64_t *at)
+{
+	uint64_t pos = l->atail, off = pos & (l->asize - 1), h;
+
+	if (off + ext > l->asize)
+		pos += l->asize - off;
+	if (pos + ext - l->ahead > l->asize) {
+		h = atomic_load_explicit(&l->r->area_head, memory_order_acquire);
+		if (h > l->atail || l->atail - h > l->asize || h % SHM_ALIGN)
+			return -EIO;
+		l->ahead = h;
+		/* (and the ring's head: a receiver that went after records
+		 * we did not write copies nothing out of the area either) */
+		if (pos + ext - h > l->asize)
+			return head_read(l) ? -EIO : -EAGAIN;
+	}
+	*at = pos;
+	return 0;
+}
+
 /* Append one record: 0, -ENOSPC (full), -EAGAIN (a bulk record that
- * would leave less than half the ring free: send the record alone) or -EIO
- * (the receiver has written nonsense into head).  bulk[nbulk]: a pull
- * record's bytes (total), copied behind the packet.
+ * would leave less than half the ring free, or find no room in the bulk
+ * area: send it otherwise) or -EIO (the receiver has written nonsense into
+ * head or area_head).  bulk[nbulk]: a pull record's bytes (total), copied
+ * behind the packet or, in_area, into the bulk area.
  *
  * The receiver polls the slot at its head for seq == head + 1.  The slot
  * where the next record will go may hold anything from an earlier lap -
@@ -617,35 +698,33 @@ static void ring_wake(struct shm_txl *l)
  * the next record is published there.  That slot must not be an unread
  * record: one SHM_ALIGN of the ring always stays free. */
 static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void *buf, size_t len,
-		    bool crc, const struct iovec *bulk, int nbulk, uint64_t total)
+		    bool crc, const struct iovec *bulk, int nbulk, uint64_t total, bool in_area)
 {
 	struct shm_ring *r = l->r;
 	uint64_t head = l->head;
 	uint64_t tail = l->tail, size = l->size, off = tail & (size - 1), pad = 0;
-	uint64_t pext = align_up(sizeof(struct shm_rec) + len), need = pext + align_up(total);
+	uint64_t pext = align_up(sizeof(struct shm_rec) + len);
+	uint64_t need = pext + (in_area ? 0 : align_up(total)), apos = 0;
 	uint64_t room = size - SHM_ALIGN, pos;
 	struct shm_rec *h;
-	uint8_t *at;
+	uint8_t *at, *to;
+	int err;
 
+	if (in_area && (err = area_alloc(l, align_up(total), &apos)))
+		return err;
 	if (off + need > size)
 		pad = size - off;
 	if (tail + pad + need - head > room / 2 || !(++l->puts % SHM_HEAD_EVERY)) {
-		head = atomic_load_explicit(&r->head, memory_order_acquire);
-		/* and a head that is not where a record of ours starts
-		 * (nothing of ours overwrote it: it is unread) means someone
-		 * wrote records we did not, and the receiver went after them:
-		 * it would wait where we never write - drop the link */
-		if (tail - head > room || head % SHM_ALIGN ||
-		    (head != tail && !rec_ready(r, head, size)))
+		if (head_read(l))
 			return -EIO;
-		l->head = head;
+		head = l->head;
 		/* bulk bytes are an option (the receiver can pull them
 		 * instead): they never take the second half of the ring, the
 		 * packets' (a full ring drops them).  A QP has at most
 		 * UR_SACK_WIN PSNs of pulls in flight (4 MiB at MTU 4096): one
 		 * stream always fits in the first half. */
-		if (tail + pad + need - head > (total ? size / 2 : room))
-			return total ? -EAGAIN : -ENOSPC;
+		if (tail + pad + need - head > (total && !in_area ? size / 2 : room))
+			return total && !in_area ? -EAGAIN : -ENOSPC;
 	}
 	pos = tail + pad;
 	at = r->data + (pos & (size - 1));
@@ -654,13 +733,17 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 	h->src = ip->src.v4.s_addr;
 	h->dst = ip->dst.v4.s_addr;
 	h->flags = (l->used ? 0 : SHM_REC_FIRST) | (crc ? 0 : SHM_REC_NOCRC) |
-		   (uint32_t)ip->tos << 8 |
+		   (in_area ? SHM_REC_AREA : 0) | (uint32_t)ip->tos << 8 |
 		   (uint32_t)(align_up(total) / SHM_ALIGN) << SHM_REC_BULK_SHIFT;
+	h->apos = apos;
 	memcpy(at + sizeof(*h), buf, crc ? len : len - UR_ICRC_BYTES);
+	to = in_area ? l->area + (apos & (l->asize - 1)) : at + pext;
 	for (uint64_t i = 0, done = 0; i < (uint64_t)nbulk && done < total;
 	     done += bulk[i++].iov_len)
-		memcpy(at + pext + done, bulk[i].iov_base,
+		memcpy(to + done, bulk[i].iov_base,
 		       bulk[i].iov_len < total - done ? bulk[i].iov_len : total - done);
+	if (in_area)
+		l->atail = apos + align_up(total);
 	l->tail = pos + need;
 	l->used = true;
 	__atomic_store_n((uint64_t *)(void *)(r->data + (l->tail & (size - 1))), 0,
@@ -735,8 +818,13 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t 
 		uint64_t total;
 		int n = uroce_pull_desc_own(buf, len, iov, &total);
 
-		if (n > 0 && total <= SHM_MAX_BULK && bulk_wanted()) {
-			err = ring_put(l, ip, buf, len, crc, iov, n, total);
+		if (n > 0 && bulk_wanted()) {
+			/* into the bulk area; if it has no room, behind the
+			 * record as in version 4 */
+			if (l->area && align_up(total) <= l->asize / 2)
+				err = ring_put(l, ip, buf, len, crc, iov, n, total, true);
+			if (err == -EAGAIN && total <= SHM_MAX_BULK)
+				err = ring_put(l, ip, buf, len, crc, iov, n, total, false);
 			if (!err)
 				uroce_count(ctx, shm_bulk, 1);
 			else if (err == -EAGAIN)
@@ -744,7 +832,7 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t 
 		}
 	}
 	if (err == -EAGAIN)
-		err = ring_put(l, ip, buf, len, crc, NULL, 0, 0);
+		err = ring_put(l, ip, buf, len, crc, NULL, 0, 0, false);
 	if (err == -EIO) {
 		ur_warn("shm: the ring to port %u is corrupt: dropping the link", l->port);
 		uroce_count(ctx, shm_bad, 1);
@@ -791,6 +879,7 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		struct uroce_ipinfo ip = {.family = AF_INET, .sport = l->port, .dport = ep->port};
 		struct uroce_pull_src ps;
 		struct shm_rec h;
+		bool area;
 
 		memcpy(&h, r->data + off, sizeof(h));
 		if (h.len == SHM_PAD) {
@@ -803,20 +892,29 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		}
 		need = align_up(sizeof(h) + (uint64_t)h.len);
 		bulk = (uint64_t)(h.flags >> SHM_REC_BULK_SHIFT) * SHM_ALIGN;
-		if (h.len < SHM_MIN_PKT || h.len > SHM_MAX_PKT || bulk > SHM_MAX_BULK ||
-		    off + need + bulk > size || (bulk && !l->pull.pid)) {
+		area = bulk && (h.flags & SHM_REC_AREA);
+		if (h.len < SHM_MIN_PKT || h.len > SHM_MAX_PKT ||
+		    (area ? !l->area || bulk > l->asize / 2 || h.apos % SHM_ALIGN ||
+				(h.apos & (l->asize - 1)) + bulk > l->asize
+			  : bulk > SHM_MAX_BULK) ||
+		    off + need + (area ? 0 : bulk) > size || (bulk && !l->pull.pid)) {
 			rxl_bad(s, l, "record length");
 			break;
 		}
 		/* the headers out of the ring before they are parsed; a bulk
-		 * record's bytes stay there (their head moves past them after
-		 * the transport copied them, or not, from the ring) */
+		 * record's bytes stay where they are (the ring's or the bulk
+		 * area's head moves past them after the transport copied
+		 * them, or not).  Where in the area is the sender's to say:
+		 * anywhere inside it, which misplaces at most its own
+		 * message's bytes. */
 		memcpy(s->buf, r->data + off + sizeof(h), h.len);
 		ps = l->pull;
-		ps.ring = bulk ? r->data + off + need : NULL;
+		ps.ring = area	 ? l->area + (h.apos & (l->asize - 1))
+			  : bulk ? r->data + off + need
+				 : NULL;
 		ps.ring_len = bulk;
-		head += need + bulk;
-		if (!bulk) {
+		head += need + (area ? 0 : bulk);
+		if (!bulk || area) {
 			__atomic_store_n(&l->head, head, __ATOMIC_RELAXED); /* uroce_shm_sleep */
 			atomic_store_explicit(&r->head, head, memory_order_release);
 		}
@@ -832,7 +930,9 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		if ((h.flags & SHM_REC_NOCRC) && ep->ctx->pcap)
 			uroce_icrc_stamp(&ip, s->buf, h.len); /* as a capture shows it */
 		deliver(ep, s->buf, h.len, &ip);
-		if (bulk) {
+		if (area) {
+			atomic_store_explicit(&r->area_head, h.apos + bulk, memory_order_release);
+		} else if (bulk) {
 			__atomic_store_n(&l->head, head, __ATOMIC_RELAXED);
 			atomic_store_explicit(&r->head, head, memory_order_release);
 		}
@@ -982,11 +1082,13 @@ static int rxl_hello(struct uroce_shm *s, struct shm_rxl *l)
 
 	if (r)
 		return r;
-	len = sizeof(struct shm_ring) + (size_t)h.ring_bytes;
+	len = sizeof(struct shm_ring) + (size_t)h.ring_bytes + h.area_bytes;
 	seals = fcntl(mfd, F_GET_SEALS);
 	if (h.ring_bytes < SHM_MIN_RING || h.ring_bytes > SHM_MAX_RING ||
-	    (h.ring_bytes & (h.ring_bytes - 1)) || seals < 0 || !(seals & F_SEAL_SHRINK) ||
-	    fstat(mfd, &st) || st.st_size != (off_t)len) {
+	    (h.ring_bytes & (h.ring_bytes - 1)) ||
+	    (h.area_bytes && (h.area_bytes < SHM_MIN_AREA || h.area_bytes > SHM_MAX_AREA ||
+			      (h.area_bytes & (h.area_bytes - 1)))) ||
+	    seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(mfd, &st) || st.st_size != (off_t)len) {
 		close(mfd);
 		return -1;
 	}
@@ -999,6 +1101,8 @@ static int rxl_hello(struct uroce_shm *s, struct shm_rxl *l)
 	l->size = h.ring_bytes;
 	l->port = h.port;
 	l->head = 0;
+	l->area = h.area_bytes ? l->r->data + h.ring_bytes : NULL;
+	l->asize = h.area_bytes;
 	if ((h.flags & SHM_HELLO_PULL) && uroce_pull_min())
 		pull_probe(s, l, h.ring_va);
 	rep.flags = l->pull.pid ? SHM_HELLO_PULL : 0;
@@ -1322,7 +1426,11 @@ bool uroce_shm_bulk_full(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uin
 		return false;
 	pthread_mutex_lock(&ep->tx_lock);
 	l = txl_find(s, ip->dport, false);
-	if (l && l->state == TXL_UP && l->pull) {
+	if (l && l->state == TXL_UP && l->pull && l->area && align_up(bytes) <= l->asize / 2) {
+		uint64_t at;
+
+		full = area_alloc(l, align_up(bytes), &at) == -EAGAIN;
+	} else if (l && l->state == TXL_UP && l->pull) {
 		/* ring_put's rule, with a pad at worst; the shared head is
 		 * only looked at (ring_put checks it before it counts) */
 		uint64_t need = SHM_ALIGN + SHM_MAX_PKT + align_up(bytes) + SHM_ALIGN,

@@ -99,13 +99,13 @@ uint32_t uroce_pull_min(void);
 /* May a packet to ip name our memory: is its link up, and did the
  * receiver show at the handshake that it can read our memory? */
 bool uroce_shm_pull_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip);
-/* Would a pull record of bytes to ip find the ring too full to carry them
- * (bulk records, shm.c)?  Then a requester with ACKs due waits for them
- * instead of making the receiver pull with process_vm_readv (pull.c). */
+/* Would a pull record of bytes to ip find no room for them - in the bulk
+ * area, or for larger ones in the ring (bulk records, shm.c)?  Then a requester with ACKs due waits
+ * for them instead of making the receiver pull with process_vm_readv (pull.c). */
 bool uroce_shm_bulk_full(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint64_t bytes);
 /* Our own pull record buf (len bytes): the pieces of our memory it names
- * (up to UROCE_MAX_SGE) and their bytes; -1 when it is not one.  The ring
- * may carry those bytes behind the record (shm.c, "bulk"). */
+ * (up to UROCE_MAX_SGE) and their bytes; -1 when it is not one.  The link
+ * may carry those bytes with the record (shm.c, "bulk"). */
 int uroce_pull_desc_own(uint8_t *buf, size_t len, struct iovec *iov, uint64_t *total);
 /* Copy total bytes from the pieces from[] of src's memory into dst[] with
  * one process_vm_readv - or, when the record brought them (src->ring), from

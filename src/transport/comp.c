@@ -507,8 +507,16 @@ static void do_read_pull(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_req_run(qp);
 		return;
 	}
-	for (uint32_t i = 0; i < npkts && qp->attr.qp_state != IBV_QPS_ERR; i++)
-		resp_placed(qp, (pkt->psn + i) & UR_PSN_MASK, i == npkts - 1, w);
+	/* (a chunk's responses may come as several records, resp.c: only
+	 * the chunk's last ends its request) */
+	for (uint32_t i = 0; i < npkts && qp->attr.qp_state != IBV_QPS_ERR; i++) {
+		uint32_t psn = (pkt->psn + i) & UR_PSN_MASK,
+			 nth = (uint32_t)ur_psn_diff(psn, w->first_psn) + 1;
+
+		resp_placed(qp, psn,
+			    i == npkts - 1 && (psn == w->last_psn || !(nth % rc_read_chunk(qp))),
+			    w);
+	}
 }
 
 static void do_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)

@@ -470,6 +470,9 @@ uint32_t uroce_pull_npkts(struct uroce_qp *qp, const struct uroce_swqe *w, bool 
 /* Should the requester hold w back until an ACK: pulled, and the ring has
  * no room for its bytes now (shm.c, bulk records)? */
 bool uroce_pull_wait(struct uroce_qp *qp, const struct uroce_swqe *w);
+/* PSNs per pulled READ response record: a READ chunk goes as several
+ * (docs/design.md, "The bulk area"). */
+uint32_t uroce_pull_read_seg(const struct uroce_qp *qp);
 /* The payload of a pull record naming n pieces of memory. */
 uint32_t uroce_pull_desc_len(int niov);
 void uroce_pull_desc_put(uint8_t *p, uint32_t npkts, const struct iovec *iov, int n);

@@ -448,12 +448,20 @@ static bool read_resp_pull(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint3
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
 		return false;
 	}
-	uroce_pkt_init(&pkt, buf, UR_OPC_READ_RESP_ONLY | qp->tr, qp->attr.dest_qp_num, psn,
-		       uroce_pull_desc_len(1));
-	ur_aeth_set(&pkt, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.msn);
-	uroce_pull_desc_put(pkt.payload, n, &(struct iovec){src, len}, 1);
-	pkt.bth[4] |= UR_BTH4_PULL;
-	uroce_qp_xmit(qp, &pkt); /* mr_lock held: the ring may take the bytes (shm.c) */
+	/* as records of at most uroce_pull_read_seg PSNs each (pull.c) */
+	for (uint32_t i = 0, seg = uroce_pull_read_seg(qp), k; i < n; i += k) {
+		uint32_t off = i * qp->mtu;
+
+		k = n - i < seg ? n - i : seg;
+		uroce_pkt_init(&pkt, buf, UR_OPC_READ_RESP_ONLY | qp->tr, qp->attr.dest_qp_num,
+			       (psn + i) & UR_PSN_MASK, uroce_pull_desc_len(1));
+		ur_aeth_set(&pkt, UR_AETH_ACK | UR_AETH_CREDIT_INVALID, qp->resp.msn);
+		uroce_pull_desc_put(pkt.payload, k,
+				    &(struct iovec){src + off, i + k < n ? k * qp->mtu : len - off},
+				    1);
+		pkt.bth[4] |= UR_BTH4_PULL;
+		uroce_qp_xmit(qp, &pkt); /* mr_lock held: the ring may take the bytes (shm.c) */
+	}
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
 	return true;
 }

@@ -258,7 +258,7 @@ static void test_ops(void)
 
 /* ---- a hostile peer's pull records ---- */
 
-enum { R_HEAD = 64, R_DATA = 256, R_REC = 24, REC_NOCRC = 2 };
+enum { R_HEAD = 64, R_DATA = 256, R_REC = 32, REC_NOCRC = 2 };
 
 enum hostile { H_UNMAPPED, H_LONGER, H_NPKTS, H_OUTSIDE, H_NOT_ONLY, H_BULK_SHORT, H_COUNT };
 
@@ -285,7 +285,9 @@ static bool inject(struct pair *p, const uint8_t *pkt, uint32_t len, uint32_t bu
 			usleep(1000);
 	if (!r)
 		return false;
-	size = maplen - R_DATA;
+	/* the ring's size: a power of two, larger than the bulk area behind it */
+	for (size = 1; size * 2 <= maplen - R_DATA; size *= 2)
+		;
 	memcpy(&tail, r + R_HEAD, 8);
 	off = tail & (size - 1);
 	if (off + ext + bulk > size) { /* (never at this point of a fresh ring) */
