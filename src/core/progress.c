@@ -194,6 +194,8 @@ static bool app_continuous(struct uroce_ctx *ctx, uint64_t now)
 {
 	uint64_t last = atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed);
 
+	if (last > now) /* a stamp ahead: polling now (uroce_app_yields) */
+		last = now;
 	return last && now - last < UROCE_APP_POLL_GAP_NS &&
 	       last - atomic_load_explicit(&ctx->app_burst_ns, memory_order_relaxed) >=
 		   UROCE_APP_POLL_SPIN_NS;
@@ -222,18 +224,58 @@ static int grace_look(struct uroce_ctx *ctx, uint64_t now)
 	}
 	if (got) {
 		uroce_count(ctx, prog_grace_looks, 1);
-		atomic_store_explicit(&ctx->grace_found_ns, now, memory_order_relaxed);
+		/* Learned only from a poller that left with a completion
+		 * (uroce_app_done): one whose last poll found nothing was
+		 * waiting for this very data and was descheduled, not gone -
+		 * on a loaded machine such looks set the 50 us wake-ups of
+		 * the learned mode going for ib_send_lat. */
+		if (atomic_load_explicit(&ctx->app_done, memory_order_relaxed))
+			atomic_store_explicit(&ctx->grace_found_ns, now, memory_order_relaxed);
 	}
 	return got;
 }
 
-/* An application thread polls an empty CQ (src/verbs/cq.c). */
+/* An application thread polls an empty CQ (src/verbs/cq.c).  A stamp
+ * ahead of now (uroce_app_yields, the ACK wait) is a poll now, not a gap. */
 void uroce_app_active(struct uroce_ctx *ctx, uint64_t now)
 {
-	if (now - atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed) >
-	    UROCE_APP_POLL_GAP_NS)
+	uint64_t last = atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed);
+
+	if (now > last && now - last > UROCE_APP_POLL_GAP_NS)
 		atomic_store_explicit(&ctx->app_burst_ns, now, memory_order_relaxed);
 	atomic_store_explicit(&ctx->app_poll_ns, now, memory_order_relaxed);
+	if (atomic_load_explicit(&ctx->app_done, memory_order_relaxed))
+		atomic_store_explicit(&ctx->app_done, false, memory_order_relaxed);
+}
+
+/* An application's poll returns completions: it may stop polling now,
+ * having what it waited for, and wait elsewhere (ib_write_lat spins on
+ * memory), so data that comes while it pauses is stranded, and a look
+ * that finds it teaches the thread to look sooner (grace_look).  A poll
+ * that found nothing leaves it cleared (uroce_app_active). */
+void uroce_app_done(struct uroce_ctx *ctx)
+{
+	if (!atomic_load_explicit(&ctx->app_done, memory_order_relaxed))
+		atomic_store_explicit(&ctx->app_done, true, memory_order_relaxed);
+}
+
+/* A polling application thread gives the CPU away inside ibv_poll_cq
+ * (sched_yield, src/verbs/cq.c): it is polling still, and comes back to
+ * drain the sockets itself.  On a loaded machine such a yield may run
+ * other threads for longer than UROCE_APP_POLL_GAP_NS; the thread then
+ * took it for a pause, read the sockets from under the poller (a thread
+ * switch on a CPU the poller or its peer wants) and, having found data,
+ * learned to wake every UROCE_GRACE_LOOK_NS for a second (ib_send_lat at
+ * load 5: a look that found data every 2-3 ms, 10,000 wake-ups a second
+ * per process, 15% of each process's CPU samples in its progress thread).
+ * The stamp now says "polling" for up to UROCE_APP_YIELD_HOLD_NS ahead,
+ * as the ACK wait's does; the poll stamps the real time when the yield
+ * returns.  Not for a poll of an armed CQ (the drain before a sleep). */
+void uroce_app_yields(struct uroce_ctx *ctx, uint64_t now)
+{
+	if (atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed))
+		atomic_store_explicit(&ctx->app_poll_ns, now + UROCE_APP_YIELD_HOLD_NS,
+				      memory_order_relaxed);
 }
 
 /* The application is about to sleep in the kernel until a completion event
@@ -446,6 +488,7 @@ static void *progress_main(void *arg)
 				ns = grace;
 			if (t && t - now < ns)
 				ns = t - now;
+			uroce_count(ctx, prog_grace_waits, 1);
 			wake_events(ctx, ns);
 			atomic_store(&ctx->prog_grace, false);
 			uroce_ctx_send_owed_acks(ctx, false);

@@ -111,7 +111,9 @@
 	X(prog_coloc_sleeps, "progress_coloc_sleeps",                                              \
 	  "progress thread: traffic bursts followed by a sleep, not a spin (peer on its CPU)")     \
 	X(prog_grace_looks, "progress_grace_looks",                                                \
-	  "progress thread: data found in the sockets after a poller's 200 us pause")
+	  "progress thread: data found in the sockets after a poller's 200 us pause")              \
+	X(prog_grace_waits, "progress_grace_waits",                                                \
+	  "progress thread: waits out of a polling application's way (each ends in a wake-up)")
 
 #define UROCE_DEV_COUNTERS(X)                                                                      \
 	UROCE_COMMON_COUNTERS(X) UROCE_DEV_ONLY_COUNTERS(X) UROCE_PROG_COUNTERS(X)

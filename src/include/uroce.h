@@ -160,6 +160,9 @@ struct uroce_ep {
 
 /* Application polls further apart than this are a pause (progress.c). */
 #define UROCE_APP_POLL_GAP_NS 200000ull
+/* A yield inside ibv_poll_cq counts as polling for up to this long
+ * (uroce_app_yields, progress.c). */
+#define UROCE_APP_YIELD_HOLD_NS 2000000ull
 
 /* ---- Context ---- */
 struct uroce_ctx {
@@ -193,6 +196,9 @@ struct uroce_ctx {
 	/* when the thread last found data that a poller's pause had left in the
 	 * sockets (grace_look, src/core/progress.c) */
 	atomic_ullong grace_found_ns;
+	/* the application's last poll returned a completion: it may stop
+	 * polling now and wait elsewhere (uroce_app_done, progress.c) */
+	atomic_bool app_done;
 	/* QPs with timers, scanned by the progress thread */
 	struct uroce_qp **qps;
 	int nqps, qps_cap;
@@ -795,6 +801,8 @@ void uroce_progress_wake(struct uroce_ctx *ctx);
  * waiting for a completion event. */
 void uroce_app_active(struct uroce_ctx *ctx, uint64_t now);
 void uroce_app_sleeps(struct uroce_ctx *ctx);
+void uroce_app_yields(struct uroce_ctx *ctx, uint64_t now);
+void uroce_app_done(struct uroce_ctx *ctx);
 int uroce_progress_add_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
 void uroce_progress_del_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
 /* A QP armed a timer for deadline (ns, uroce_now_ns clock). */

@@ -400,6 +400,7 @@ void uroce_cq_drive(struct uroce_cq *cq)
 
 	if (__atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
 		cq_wait_end(&wait);
+		uroce_app_done(ctx);
 		return;
 	}
 	now = uroce_now_ns();
@@ -413,6 +414,8 @@ void uroce_cq_drive(struct uroce_cq *cq)
 		got += uroce_ep_poll_app(ctx->ep[i], 64);
 	if (got || __atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
 		cq_wait_end(&wait);
+		if (__atomic_load_n(&cq->count, __ATOMIC_RELAXED))
+			uroce_app_done(ctx);
 		return;
 	}
 	/* Nothing to do.  Once the wait is no longer short: the time to send
@@ -448,6 +451,8 @@ void uroce_cq_drive(struct uroce_cq *cq)
 		if (!uroce_ctx_wait_acks(ctx, now) && !(slept = uroce_shm_idle(ctx))) {
 			uint64_t t = uroce_now_ns();
 
+			if (!armed)
+				uroce_app_yields(ctx, t);
 			sched_yield();
 			uroce_shm_yielded(uroce_now_ns() - t);
 			if (uroce_now_ns() - t > UROCE_YIELD_RAN_NS) {

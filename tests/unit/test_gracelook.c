@@ -13,6 +13,8 @@
  * fix nothing read B's socket while the stamp stayed inside the grace.
  * Over UDP (the same-host wire off: the issue is the sockets).
  * test_unwatch: the sockets out of the thread's epoll set while B polls.
+ * test_yield_hold, test_learn: a yield inside a poll is no pause, and only
+ * a pause after a completion teaches the thread to look sooner.
  */
 #include "rc_harness.h"
 
@@ -210,6 +212,143 @@ static void test_unwatch(void)
 	}
 }
 
+/* A poller inside its own poll's sched_yield is polling still
+ * (uroce_app_yields, src/core/progress.c): B's application entered such a
+ * yield STALE_NS ago (over the gap) and has not come back.  Its thread must
+ * not read the sockets from under it - the poller drains them itself when
+ * the yield returns.  Before, the stamp was the time the yield began, and
+ * on a loaded machine the thread looked, and learned to wake every 50 us.
+ * Here A's WRITE must stay in B's socket while B is held in that yield
+ * (the hold renewed, as a poller's next yield would) and land with B's next
+ * poll.  A round whose refreshes came further apart than HOLD_GAP_NS (the
+ * test itself descheduled: the hold may have run out) is not counted. */
+#define HOLD_GAP_NS 1000000ull
+#define HOLD_NS	    20000000ull
+#define HOLD_OFF    (4 * OFF)
+#define HOLD_BYTES  2048u
+
+static void held_stamp(void)
+{
+	struct uroce_ctx *ctx = to_uctx(B->ctx);
+	uint64_t now = uroce_now_ns();
+
+	atomic_store(&ctx->app_burst_ns, now - 100000000ull);
+	atomic_store(&ctx->app_poll_ns, now - STALE_NS); /* the poll before the yield */
+	uroce_app_yields(ctx, now - STALE_NS);
+}
+
+/* Keep B held for HOLD_NS; false if a refresh came too late to say */
+static bool hold(void)
+{
+	uint64_t start = uroce_now_ns(), last = start, now;
+
+	do {
+		held_stamp();
+		usleep(50);
+		now = uroce_now_ns();
+		if (now - last > HOLD_GAP_NS)
+			return false;
+		last = now;
+	} while (now - start < HOLD_NS);
+	held_stamp();
+	return true;
+}
+
+/* A WRITE of HOLD_BYTES of v from A into B at HOLD_OFF (not waited for) */
+static int post_hold_write(uint8_t v, uint64_t id)
+{
+	struct ibv_sge sge = {
+	    .addr = (uintptr_t)A->buf + HOLD_OFF, .length = HOLD_BYTES, .lkey = A->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED,
+				 .wr.rdma = {.remote_addr = (uintptr_t)B->buf + HOLD_OFF,
+					     .rkey = B->mr->rkey}},
+			   *bad;
+
+	memset(A->buf + HOLD_OFF, v, HOLD_BYTES);
+	return ibv_post_send(A->qp, &wr, &bad);
+}
+
+static void test_yield_hold(void)
+{
+	int counted = 0;
+
+	for (int r = 0; r < 8 && counted < ROUNDS; r++) {
+		uint8_t v = (uint8_t)(0xc1 + r);
+		uint8_t *dst = B->buf + HOLD_OFF;
+		uint64_t looks0;
+		struct ibv_wc wc;
+		bool ok, kept;
+
+		/* the thread out of its sleep on the sockets, into the grace */
+		uroce_progress_wake(to_uctx(B->ctx));
+		if (!hold())
+			continue;
+		looks0 = CNT(&H, 1, prog_grace_looks);
+		CHECK(post_hold_write(v, 400u + (unsigned)r) == 0, "post WRITE %d", r);
+		ok = hold();
+		kept = __atomic_load_n(dst + HOLD_BYTES - 1, __ATOMIC_ACQUIRE) != v;
+		if (ok) {
+			counted++;
+			CHECK(kept && CNT(&H, 1, prog_grace_looks) == looks0,
+			      "round %d: B's thread leaves the sockets to B, held in its yield "
+			      "(looks %llu)",
+			      r, (unsigned long long)(CNT(&H, 1, prog_grace_looks) - looks0));
+		}
+		/* B's poll reads it (bounded: a hang guard) */
+		for (int i = 0;
+		     i < 100000 && __atomic_load_n(dst + HOLD_BYTES - 1, __ATOMIC_ACQUIRE) != v;
+		     i++)
+			(void)ibv_poll_cq(B->rcq, 1, &wc);
+		CHECK(dst[0] == v && dst[HOLD_BYTES - 1] == v && dst[HOLD_BYTES] != v,
+		      "round %d: B's poll places the WRITE", r);
+		CHECK(wait_wc(A->scq, &wc, 1, 5000) == 0 && wc.status == IBV_WC_SUCCESS &&
+			  wc.wr_id == 400u + (unsigned)r,
+		      "round %d: A's WRITE completes", r);
+	}
+	CHECK(counted > 0, "a round ran with B held throughout (%d)", counted);
+}
+
+/* The thread learns to look every 50 us only from a pause that followed
+ * a poll returning a completion (uroce_app_done): an application that has
+ * what it waited for may be waiting elsewhere (ib_write_lat spins on
+ * memory).  One whose last poll found nothing was waiting for this data
+ * and was descheduled: a look that finds it teaches nothing.  B pauses
+ * (its stamp stale, as in test_pause) after an empty poll and then after a
+ * poll that returned a completion; A's WRITE lands both times, read by
+ * B's thread, which must have learned the second time only. */
+static void test_learn(void)
+{
+	struct uroce_ctx *ctx = to_uctx(B->ctx);
+
+	for (int done = 0; done < 2; done++) {
+		uint8_t v = (uint8_t)(0xd1 + done);
+		uint8_t *dst = B->buf + HOLD_OFF;
+		struct ibv_wc wc;
+		uint64_t looks0 = CNT(&H, 1, prog_grace_looks);
+
+		settle();
+		/* what B's last poll said (cq.c) */
+		uroce_app_active(ctx, uroce_now_ns() - STALE_NS); /* an empty poll */
+		if (done)
+			uroce_app_done(ctx); /* it returned a completion */
+		atomic_store(&ctx->grace_found_ns, 0);
+		CHECK(post_hold_write(v, 500u + (unsigned)done) == 0, "post WRITE (done %d)", done);
+		CHECK(landed(dst + HOLD_BYTES - 1, v), "done %d: the WRITE lands while B pauses",
+		      done);
+		CHECK(wait_wc(A->scq, &wc, 1, 5000) == 0 && wc.status == IBV_WC_SUCCESS,
+		      "done %d: A's WRITE completes", done);
+		if (CNT(&H, 1, prog_grace_looks) == looks0)
+			continue; /* read some other way (a spin after the settle) */
+		CHECK((atomic_load(&ctx->grace_found_ns) != 0) == (done == 1),
+		      "done %d: B's thread %s", done,
+		      done ? "learned from the look" : "did not learn from the look");
+	}
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -225,6 +364,8 @@ int main(void)
 	else {
 		test_pause();
 		test_unwatch();
+		test_yield_hold();
+		test_learn();
 	}
 	harness_close(&H);
 	return finish("test_gracelook");
