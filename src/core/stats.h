@@ -78,6 +78,13 @@
 	  "(rx_place.c)")                                                                          \
 	X(app_waits, "app_ack_waits",                                                              \
 	  "ibv_poll_cq slept on the sockets: many packets in flight, CQs empty (endpoint.c)")      \
+	X(app_yields, "app_yields", "ibv_poll_cq gave the CPU away: CQs empty for a while (cq.c)") \
+	X(app_long_yields, "app_long_yields",                                                      \
+	  "of those, yields that ran another process for a time slice: load, not the peer")        \
+	X(app_hog_sleeps, "app_hog_sleeps",                                                        \
+	  "ibv_poll_cq slept on the UDP sockets instead of yielding: the CPU is loaded (cq.c)")    \
+	X(app_coloc_waits, "app_coloc_waits",                                                      \
+	  "waits in ibv_poll_cq that yield after 1 us: the peer taken to share the CPU (cq.c)")    \
 	X(fault_drop, "fault_drop", "UROCE_FAULT: packets dropped")                                \
 	X(fault_dup, "fault_dup", "UROCE_FAULT: packets duplicated")                               \
 	X(fault_reorder, "fault_reorder", "UROCE_FAULT: packets reordered")                        \

@@ -8,6 +8,7 @@
  * a CQ that was destroyed since is recognised and skipped.
  */
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -356,8 +357,19 @@ void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
  * in UROCE_COLOC_PROBE keeps the long spin. */
 #define UROCE_POLL_YIELD_COLOC_NS 1000ull
 #define UROCE_YIELD_RAN_NS	  5000ull
-#define UROCE_COLOC_WAITS	  4u
-#define UROCE_COLOC_PROBE	  64u
+/* A yield this long ran another process for its time slice: load on this
+ * CPU, not a co-located peer, which hands the CPU back once it has
+ * answered and spun its own short spin.  It ends the guess: on a loaded
+ * machine (other jobs on both CPUs, the peer on the other one) a yield
+ * after 1 us gave a time slice away in every wait.  And from then on the
+ * thread sleeps on its sockets instead of yielding (udp_idle). */
+#define UROCE_YIELD_SLICE_NS 250000ull
+/* udp_idle: a sleep lasts at most this long; a yield once in a while
+ * (a probe) sees whether the load has gone. */
+#define UROCE_HOG_SLEEP_NS 100000ull
+#define UROCE_HOG_PROBE_NS 100000000ull
+#define UROCE_COLOC_WAITS  4u
+#define UROCE_COLOC_PROBE  64u
 
 struct cq_wait {
 	uint64_t since;	      /* the thread's CQs have been empty since (0: not waiting) */
@@ -365,6 +377,9 @@ struct cq_wait {
 	bool yielded;	      /* this wait has yielded */
 	unsigned after_yield; /* consecutive waits that ended only after a yield */
 	unsigned waits;
+	uint64_t hog_ns;   /* a yield last ran another process for a slice (0: none) */
+	uint64_t probe_ns; /* the last probe (udp_idle) */
+	bool probing;	   /* this yield is a probe */
 };
 
 static void cq_wait_end(struct cq_wait *w)
@@ -379,12 +394,71 @@ static void cq_wait_end(struct cq_wait *w)
 	w->yielded = false;
 }
 
-static void cq_wait_begin(struct cq_wait *w, uint64_t now)
+static void cq_wait_begin(struct uroce_ctx *ctx, struct cq_wait *w, uint64_t now)
 {
 	bool coloc = w->after_yield >= UROCE_COLOC_WAITS && ++w->waits % UROCE_COLOC_PROBE;
 
 	w->since = now;
 	w->yield_ns = coloc ? UROCE_POLL_YIELD_COLOC_NS : UROCE_POLL_YIELD_NS;
+	if (coloc)
+		uroce_count(ctx, app_coloc_waits, 1);
+}
+
+/* A yield of a wait took d ns (see UROCE_YIELD_RAN_NS, _SLICE_NS). */
+static void cq_wait_yielded(struct uroce_ctx *ctx, struct cq_wait *w, uint64_t d)
+{
+	uroce_count(ctx, app_yields, 1);
+	if (d <= UROCE_YIELD_SLICE_NS && w->probing)
+		w->hog_ns = 0; /* the probe came back soon: the load has gone */
+	w->probing = false;
+	if (d > UROCE_YIELD_SLICE_NS) {
+		uroce_count(ctx, app_long_yields, 1);
+		w->hog_ns = uroce_now_ns();
+		w->after_yield = 0;
+		w->yield_ns = UROCE_POLL_YIELD_NS;
+	} else if (d > UROCE_YIELD_RAN_NS) {
+		w->yielded = true;
+	} else if (w->yield_ns < UROCE_POLL_YIELD_NS) {
+		w->after_yield = 0;
+		w->yield_ns = UROCE_POLL_YIELD_NS;
+	}
+}
+
+/* The UDP path on a loaded CPU.  A poller that yields competes with the
+ * other processes there at equal weight: each yield that runs one costs
+ * a whole time slice (UROCE_YIELD_SLICE_NS), where a thread asleep in the
+ * kernel is woken by the peer's packet and preempts such a process.  So
+ * once a yield has run one, the thread sleeps on its UDP sockets instead,
+ * for at most UROCE_HOG_SLEEP_NS (the poll stays short, and the progress
+ * thread takes it for a poller still), and yields once every
+ * UROCE_HOG_PROBE_NS to see whether the load has gone - a quiet machine's
+ * yields, which return at once or run a co-located peer for a few
+ * microseconds, never start it.  The rule of uroce_shm_idle, which does
+ * the same for a context with same-host links (and sleeps on their rings
+ * too): here for the others.  UROCE_HOG_SLEEP=0: yield as before.
+ * Returns 0 (the caller yields), 1 (slept) or 2 (woken by a packet). */
+static int hog_mode = -1;
+
+static int udp_idle(struct uroce_ctx *ctx, struct cq_wait *w, uint64_t now)
+{
+	struct pollfd pfd[sizeof(ctx->ep) / sizeof(ctx->ep[0])];
+	struct timespec ts = {.tv_nsec = (long)UROCE_HOG_SLEEP_NS};
+	int nep = atomic_load(&ctx->nep);
+
+	if (!w->hog_ns || !uroce_env_on("UROCE_HOG_SLEEP", &hog_mode))
+		return 0;
+	if (now - w->probe_ns > UROCE_HOG_PROBE_NS) {
+		w->probe_ns = now;
+		w->probing = true;
+		return 0;
+	}
+	if (!uroce_ctx_polled_alone(ctx, now))
+		return 0; /* another context's packets would not wake it */
+	for (int i = 0; i < nep; i++)
+		pfd[i] = (struct pollfd){.fd = ctx->ep[i]->fd, .events = POLLIN};
+	uroce_ctx_send_owed_acks(ctx, false); /* nothing owed waits for the sleep */
+	uroce_count(ctx, app_hog_sleeps, 1);
+	return ppoll(pfd, (nfds_t)nep, &ts, NULL) > 0 ? 2 : 1;
 }
 
 /* An application that polls an empty CQ drives the receive path itself:
@@ -429,7 +503,7 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	 * waits for the progress thread (ib_write_lat at 8 KiB: 1 ms).  A peer
 	 * on our CPU gets it sooner (see UROCE_POLL_YIELD_COLOC_NS). */
 	if (!wait.since) {
-		cq_wait_begin(&wait, now);
+		cq_wait_begin(ctx, &wait, now);
 		return;
 	}
 	/* A stream's sender with a window in flight sleeps on its sockets for
@@ -448,19 +522,16 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	if (now - wait.since > wait.yield_ns) {
 		int slept = 0;
 
-		if (!uroce_ctx_wait_acks(ctx, now) && !(slept = uroce_shm_idle(ctx))) {
+		if (!uroce_ctx_wait_acks(ctx, now) && !(slept = uroce_shm_idle(ctx)) &&
+		    !(slept = udp_idle(ctx, &wait, now))) {
 			uint64_t t = uroce_now_ns();
 
 			if (!armed)
 				uroce_app_yields(ctx, t);
 			sched_yield();
-			uroce_shm_yielded(uroce_now_ns() - t);
-			if (uroce_now_ns() - t > UROCE_YIELD_RAN_NS) {
-				wait.yielded = true;
-			} else if (wait.yield_ns < UROCE_POLL_YIELD_NS) {
-				wait.after_yield = 0;
-				wait.yield_ns = UROCE_POLL_YIELD_NS;
-			}
+			t = uroce_now_ns() - t;
+			uroce_shm_yielded(t);
+			cq_wait_yielded(ctx, &wait, t);
 		}
 		/* Woken from that sleep: spin again, briefly, before the next
 		 * one.  The peer's ACK of our last message rings the doorbell
