@@ -364,10 +364,12 @@ void uroce_cq_clean(struct uroce_cq *cq, uint32_t qpn)
  * after 1 us gave a time slice away in every wait.  And from then on the
  * thread sleeps on its sockets instead of yielding (udp_idle). */
 #define UROCE_YIELD_SLICE_NS 250000ull
-/* udp_idle: a sleep lasts at most this long; a yield once in a while
+/* udp_idle: it starts after UROCE_HOG_YIELDS such yields in a row; a
+ * sleep lasts at most UROCE_HOG_SLEEP_NS; a yield every UROCE_HOG_PROBE_NS
  * (a probe) sees whether the load has gone. */
+#define UROCE_HOG_YIELDS   4u
 #define UROCE_HOG_SLEEP_NS 100000ull
-#define UROCE_HOG_PROBE_NS 100000000ull
+#define UROCE_HOG_PROBE_NS 20000000ull
 #define UROCE_COLOC_WAITS  4u
 #define UROCE_COLOC_PROBE  64u
 
@@ -377,9 +379,10 @@ struct cq_wait {
 	bool yielded;	      /* this wait has yielded */
 	unsigned after_yield; /* consecutive waits that ended only after a yield */
 	unsigned waits;
-	uint64_t hog_ns;   /* a yield last ran another process for a slice (0: none) */
-	uint64_t probe_ns; /* the last probe (udp_idle) */
-	bool probing;	   /* this yield is a probe */
+	unsigned long_yields; /* consecutive yields that ran another process for a slice */
+	uint64_t hog_ns;      /* when the last of UROCE_HOG_YIELDS such yields ended (0: none) */
+	uint64_t probe_ns;    /* the last probe (udp_idle) */
+	bool probing;	      /* this yield is a probe */
 };
 
 static void cq_wait_end(struct cq_wait *w)
@@ -408,12 +411,15 @@ static void cq_wait_begin(struct uroce_ctx *ctx, struct cq_wait *w, uint64_t now
 static void cq_wait_yielded(struct uroce_ctx *ctx, struct cq_wait *w, uint64_t d)
 {
 	uroce_count(ctx, app_yields, 1);
-	if (d <= UROCE_YIELD_SLICE_NS && w->probing)
-		w->hog_ns = 0; /* the probe came back soon: the load has gone */
+	if (d <= UROCE_YIELD_SLICE_NS) {
+		w->long_yields = 0;
+		w->hog_ns = 0; /* (a probe) came back soon: the load has gone */
+	}
 	w->probing = false;
 	if (d > UROCE_YIELD_SLICE_NS) {
 		uroce_count(ctx, app_long_yields, 1);
-		w->hog_ns = uroce_now_ns();
+		if (++w->long_yields >= UROCE_HOG_YIELDS)
+			w->hog_ns = uroce_now_ns();
 		w->after_yield = 0;
 		w->yield_ns = UROCE_POLL_YIELD_NS;
 	} else if (d > UROCE_YIELD_RAN_NS) {
@@ -428,7 +434,11 @@ static void cq_wait_yielded(struct uroce_ctx *ctx, struct cq_wait *w, uint64_t d
  * other processes there at equal weight: each yield that runs one costs
  * a whole time slice (UROCE_YIELD_SLICE_NS), where a thread asleep in the
  * kernel is woken by the peer's packet and preempts such a process.  So
- * once a yield has run one, the thread sleeps on its UDP sockets instead,
+ * once UROCE_HOG_YIELDS yields in a row have run one (a neighbour that
+ * keeps the CPU: the other jobs of a busy machine come and go, and a
+ * thread that slept after the first such yield was slower than one that
+ * yielded - ib_send_lat at load 4-5, docs/latency.md, "Session 13"), the
+ * thread sleeps on its UDP sockets instead,
  * for at most UROCE_HOG_SLEEP_NS (the poll stays short, and the progress
  * thread takes it for a poller still), and yields once every
  * UROCE_HOG_PROBE_NS to see whether the load has gone - a quiet machine's
