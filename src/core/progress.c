@@ -248,6 +248,18 @@ void uroce_app_active(struct uroce_ctx *ctx, uint64_t now)
 		atomic_store_explicit(&ctx->app_done, false, memory_order_relaxed);
 }
 
+/* An application thread posts work: it will poll for its completion, so
+ * it has not left with the completion its last poll returned (ib_send_lat
+ * posts its reply straight after one; a look while it is descheduled in
+ * that post's system call taught the thread, 189 looks in a run at load 4).
+ * ib_write_lat posts before the poll that returns its completion, and then
+ * leaves: that pause still teaches. */
+void uroce_app_posts(struct uroce_ctx *ctx)
+{
+	if (atomic_load_explicit(&ctx->app_done, memory_order_relaxed))
+		atomic_store_explicit(&ctx->app_done, false, memory_order_relaxed);
+}
+
 /* An application's poll returns completions: it may stop polling now,
  * having what it waited for, and wait elsewhere (ib_write_lat spins on
  * memory), so data that comes while it pauses is stranded, and a look

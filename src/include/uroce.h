@@ -803,6 +803,7 @@ void uroce_app_active(struct uroce_ctx *ctx, uint64_t now);
 void uroce_app_sleeps(struct uroce_ctx *ctx);
 void uroce_app_yields(struct uroce_ctx *ctx, uint64_t now);
 void uroce_app_done(struct uroce_ctx *ctx);
+void uroce_app_posts(struct uroce_ctx *ctx);
 int uroce_progress_add_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
 void uroce_progress_del_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
 /* A QP armed a timer for deadline (ns, uroce_now_ns clock). */

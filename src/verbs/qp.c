@@ -662,6 +662,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	bool cork;
 	int err = 0;
 
+	uroce_app_posts(qp->ctx); /* (progress.c) */
 	pthread_mutex_lock(&qp->lock);
 	head0 = qp->sq.head;
 	/* Autocork: while earlier packets of this QP are unacknowledged, what

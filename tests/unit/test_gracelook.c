@@ -318,13 +318,14 @@ static void test_yield_hold(void)
  * memory).  One whose last poll found nothing was waiting for this data
  * and was descheduled: a look that finds it teaches nothing.  B pauses
  * (its stamp stale, as in test_pause) after an empty poll and then after a
- * poll that returned a completion; A's WRITE lands both times, read by
- * B's thread, which must have learned the second time only. */
+ * poll that returned a completion, and after such a poll followed by a
+ * post (uroce_app_posts: it will poll again); A's WRITE lands each time,
+ * read by B's thread, which must have learned the second time only. */
 static void test_learn(void)
 {
 	struct uroce_ctx *ctx = to_uctx(B->ctx);
 
-	for (int done = 0; done < 2; done++) {
+	for (int done = 0; done < 3; done++) {
 		uint8_t v = (uint8_t)(0xd1 + done);
 		uint8_t *dst = B->buf + HOLD_OFF;
 		struct ibv_wc wc;
@@ -335,6 +336,8 @@ static void test_learn(void)
 		uroce_app_active(ctx, uroce_now_ns() - STALE_NS); /* an empty poll */
 		if (done)
 			uroce_app_done(ctx); /* it returned a completion */
+		if (done == 2)
+			uroce_app_posts(ctx); /* and B posted after it: polls again */
 		atomic_store(&ctx->grace_found_ns, 0);
 		CHECK(post_hold_write(v, 500u + (unsigned)done) == 0, "post WRITE (done %d)", done);
 		CHECK(landed(dst + HOLD_BYTES - 1, v), "done %d: the WRITE lands while B pauses",
@@ -345,7 +348,7 @@ static void test_learn(void)
 			continue; /* read some other way (a spin after the settle) */
 		CHECK((atomic_load(&ctx->grace_found_ns) != 0) == (done == 1),
 		      "done %d: B's thread %s", done,
-		      done ? "learned from the look" : "did not learn from the look");
+		      done == 1 ? "learned from the look" : "did not learn from the look");
 	}
 }
 
