@@ -532,16 +532,18 @@ void uroce_cq_drive(struct uroce_cq *cq)
 	if (now - wait.since > wait.yield_ns) {
 		int slept = 0;
 
-		if (!uroce_ctx_wait_acks(ctx, now) && !(slept = uroce_shm_idle(ctx)) &&
-		    !(slept = udp_idle(ctx, &wait, now))) {
+		if (!uroce_ctx_wait_acks(ctx, now) && !(slept = uroce_shm_idle(ctx))) {
 			uint64_t t = uroce_now_ns();
 
+			/* polling still, in the sleep as in the yield */
 			if (!armed)
 				uroce_app_yields(ctx, t);
-			sched_yield();
-			t = uroce_now_ns() - t;
-			uroce_shm_yielded(t);
-			cq_wait_yielded(ctx, &wait, t);
+			if (!(slept = udp_idle(ctx, &wait, t))) {
+				sched_yield();
+				t = uroce_now_ns() - t;
+				uroce_shm_yielded(t);
+				cq_wait_yielded(ctx, &wait, t);
+			}
 		}
 		/* Woken from that sleep: spin again, briefly, before the next
 		 * one.  The peer's ACK of our last message rings the doorbell
