@@ -26,6 +26,11 @@
  * receiver predicting a WRITE stream's next GRO batch would do - with
  * --crc the CRC then read over header + landed payload + trailer; --vlen N
  * reads N such datagrams a call (recvmmsg, default 16; 1: recvmsg).
+ * --tx gather: the sender's iovecs are those of uroce's send from registered
+ * memory (gso.c): a segment's payload one iovec, its trailer and the next
+ * segment's header another (the bytes as without it); --tx copy (with
+ * --crc): each segment copied from a 1 MiB source into the batch by the
+ * copy fused with its CRC, one iovec a datagram.
  * --dst-kb K: the destination's size (default 64 MiB, DRAM; ib_write_bw
  * writes one 64 KiB buffer over and over, in cache).
  * --crc (udp only; built with -DBLAST_CRC and uroce's crc_clmul.c, below)
@@ -36,8 +41,8 @@
  * bound: a receiver that lets the kernel place the payload in the MR pays
  * for the iovecs that scatter it, which --land measures).
  *
- *   udp_blast udp|tcp [--copy] [--land] [--vlen N] [--dst-kb K] [--zerocopy] [--crc]
- *             [--seg N] [--mb MB] [--window KB]
+ *   udp_blast udp|tcp [--copy] [--land] [--vlen N] [--dst-kb K] [--tx gather|copy]
+ *             [--zerocopy] [--crc] [--seg N] [--mb MB] [--window KB]
  *             [--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]
  *
  * --rx-ns / --tx-ns: the network namespace (/run/netns/NAME) the receiver /
@@ -137,7 +142,7 @@ static uint32_t blast_crc(char *dst, const char *buf, size_t len, size_t seg)
 static volatile uint32_t crc_sink;
 
 static struct {
-	int tcp, copy, zc, crc, land;
+	int tcp, copy, zc, crc, land, tx; /* tx: 0 one buffer, 1 gather, 2 copy */
 	unsigned int seg, port, vlen;
 	uint64_t bytes, window, dst_bytes;
 	const char *src, *dst;
@@ -348,6 +353,41 @@ static void zc_reap(int fd)
 		mh.msg_controllen = sizeof(ctl);
 }
 
+/* --tx: datagram n of the batch (its one iovec set) as uroce's gather
+ * sends it, or filled by the copy fused with the CRC */
+static void tx_shape(struct msghdr *mh, int n, uint64_t sent)
+{
+	static struct iovec g[BLAST_VLEN][2 * LAND_MAXSEG + 1];
+	static char src[1 << 20];
+	char *b = mh->msg_iov[0].iov_base;
+	unsigned int len = (unsigned int)mh->msg_iov[0].iov_len, ns = 0;
+
+	if (opt.crc && opt.tx == 1)
+		crc_sink += blast_crc(NULL, b, len, opt.seg); /* read in place */
+	for (unsigned int off = 0; off < len; off += opt.seg, ns++) {
+		unsigned int sl = len - off < opt.seg ? len - off : opt.seg;
+
+		if (opt.tx == 2) {
+			crc_sink += blast_crc(b + off, src + (sent + off) % (sizeof(src) - opt.seg),
+					      sl, opt.seg);
+			continue;
+		}
+		if (sl != opt.seg) /* a short last segment: one piece */
+			break;
+		g[n][2 * ns] = (struct iovec){b + off - (ns ? LAND_TRL : 0),
+					      ns ? LAND_TRL + LAND_HDR : LAND_HDR};
+		g[n][2 * ns + 1] =
+		    (struct iovec){b + off + LAND_HDR, opt.seg - LAND_HDR - LAND_TRL};
+	}
+	if (opt.tx == 2)
+		return;
+	/* the last full segment's trailer, and the rest of the datagram */
+	g[n][2 * ns] = (struct iovec){b + (size_t)ns * opt.seg - (ns ? LAND_TRL : 0),
+				      len - ns * opt.seg + (ns ? LAND_TRL : 0)};
+	mh->msg_iov = g[n];
+	mh->msg_iovlen = 2 * ns + 1;
+}
+
 static int udp_tx(int fd, struct sockaddr_in *to)
 {
 	static char buf[BLAST_VLEN * BLAST_DGRAM];
@@ -394,7 +434,9 @@ static int udp_tx(int fd, struct sockaddr_in *to)
 			c->cmsg_type = UDP_SEGMENT;
 			c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
 			*(uint16_t *)CMSG_DATA(c) = (uint16_t)opt.seg;
-			if (opt.crc)
+			if (opt.tx)
+				tx_shape(&mm[n].msg_hdr, n, sent);
+			else if (opt.crc)
 				crc_sink += blast_crc(NULL, iov[n].iov_base, len, opt.seg);
 			sent += len;
 		}
@@ -460,10 +502,12 @@ static void tcp_tx(int fd)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: udp_blast udp|tcp [--copy] [--land] [--vlen N] [--dst-kb K] "
-			"[--zerocopy] [--crc] [--seg N] [--mb "
-			"MB] [--window KB] "
-			"[--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]\n");
+	fprintf(
+	    stderr,
+	    "usage: udp_blast udp|tcp [--copy] [--land] [--vlen N] [--dst-kb K] [--tx gather|copy] "
+	    "[--zerocopy] [--crc] [--seg N] [--mb "
+	    "MB] [--window KB] "
+	    "[--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]\n");
 	exit(2);
 }
 
@@ -547,6 +591,8 @@ int main(int argc, char **argv)
 			opt.window = (uint64_t)atoll(v) << 10;
 		else if (!strcmp(a, "--dst-kb"))
 			opt.dst_bytes = (uint64_t)atoll(v) << 10;
+		else if (!strcmp(a, "--tx") && (!strcmp(v, "gather") || !strcmp(v, "copy")))
+			opt.tx = !strcmp(v, "gather") ? 1 : 2;
 		else if (!strcmp(a, "--vlen"))
 			opt.vlen = (unsigned int)atoi(v);
 		else if (!strcmp(a, "--port"))
@@ -563,8 +609,8 @@ int main(int argc, char **argv)
 			usage();
 	}
 	if (opt.seg < 64 || opt.seg > 9000 || !opt.bytes || (opt.crc && opt.tcp) ||
-	    (opt.land && opt.tcp) || opt.vlen < 1 || opt.vlen > BLAST_VLEN ||
-	    opt.dst_bytes < BLAST_DGRAM)
+	    ((opt.land || opt.tx) && opt.tcp) || (opt.tx == 2 && !opt.crc) || opt.vlen < 1 ||
+	    opt.vlen > BLAST_VLEN || opt.dst_bytes < BLAST_DGRAM)
 		usage();
 	rx = addr(opt.dst, opt.port);
 	tx = addr(opt.src, opt.port + 1);
@@ -638,13 +684,16 @@ int main(int argc, char **argv)
 	t1 = now_s();
 	scpu = cpu_s(RUSAGE_SELF);
 	waitpid(pid, NULL, 0);
-	printf("mode=%s%s%s seg=%u MBps=%.0f cpu_s_per_GB=%.3f snd_cpu=%.2f rcv_cpu=%.2f "
+	printf("mode=%s%s%s%s seg=%u MBps=%.0f cpu_s_per_GB=%.3f snd_cpu=%.2f rcv_cpu=%.2f "
 	       "lost_windows=%d rcvd=%llu sent=%llu%s",
 	       opt.tcp ? "tcp" : "udp",
 	       opt.land	  ? (opt.vlen == 1 ? "+land1" : "+land")
 	       : opt.copy ? "+copy"
 	       : opt.zc	  ? "+zerocopy"
 			  : "",
+	       opt.tx == 1   ? "+gather"
+	       : opt.tx == 2 ? "+txcopy"
+			     : "",
 	       opt.crc ? "+crc" : "", opt.seg, (double)opt.bytes / (t1 - t0) / 1e6,
 	       (scpu + rcpu) / ((double)opt.bytes / 1e9), scpu, rcpu, lost,
 	       (unsigned long long)res.got, (unsigned long long)opt.bytes, opt.crc ? "" : "\n");

@@ -4,7 +4,8 @@
 # loopback in each mode - TCP, UDP GSO/GRO, with the receiver's extra copy,
 # MSG_ZEROCOPY, and with the ICRC pass each side (--crc, built with uroce's
 # crc_clmul.c: the sums of the segments' CRCs agree on both sides), the
-# payload landed by the kernel's copy through scatter iovecs (--land) - and
+# payload landed by the kernel's copy through scatter iovecs (--land), the
+# sender's gather and fused copy (--tx) - and
 # ends (no hang on a lost datagram).  Its speed lives in bench/, nothing here
 # is timed.
 source "$(dirname "$0")/lib.sh"
@@ -61,6 +62,12 @@ if [[ -x $CBIN ]]; then
 	check "udp --land --vlen 1 --crc (recvmsg)" blast_crc --land --vlen 1 --crc
 	check "udp --land --crc --seg 1056" blast_crc --land --crc --seg 1056
 	check "udp --land --crc --dst-kb 1024 --vlen 1" blast_crc --land --crc --dst-kb 1024 --vlen 1
+	# --tx gather sends the same bytes through uroce's iovecs, --tx copy
+	# through the copy fused with the CRC: the sums agree
+	check "udp --tx gather --crc --seg 1056" blast_crc --tx gather --crc --seg 1056
+	check "udp --tx gather --crc --seg 1081 (a short last segment)" blast_crc --tx gather --crc --seg 1081
+	check "udp --tx copy --crc" blast_crc --tx copy --crc
+	check "--tx copy without --crc is refused" fails "$CBIN" udp --tx copy
 	check "tcp --crc is refused" fails "$CBIN" tcp --crc
 	check "tcp --land is refused" fails "$CBIN" tcp --land
 fi
