@@ -18,14 +18,31 @@
  * 64 MiB destination, the pass an RDMA receiver needs to land the payload
  * in the MR when the socket cannot place it (TCP's own copy-out is already
  * that pass: tcp's --copy is the cost of a receive that could not place).
+ * --land (udp only) has the kernel's copy land each segment's payload in
+ * the destination: every datagram is read with iovecs that scatter
+ * each segment into a 28-byte header buffer (BTH + RETH), its payload at
+ * the destination's next offset and a 4-byte trailer (the ICRC; one
+ * 32-byte iovec takes a trailer and the next segment's header) - what a
+ * receiver predicting a WRITE stream's next GRO batch would do - with
+ * --crc the CRC then read over header + landed payload + trailer; --vlen N
+ * reads N such datagrams a call (recvmmsg, default 16; 1: recvmsg).
+ * --tx gather: the sender's iovecs are those of uroce's send from registered
+ * memory (gso.c): a segment's payload one iovec, its trailer and the next
+ * segment's header another (the bytes as without it); --tx copy (with
+ * --crc): each segment copied from a 1 MiB source into the batch by the
+ * copy fused with its CRC, one iovec a datagram.
+ * --dst-kb K: the destination's size (default 64 MiB, DRAM; ib_write_bw
+ * writes one 64 KiB buffer over and over, in cache).
  * --crc (udp only; built with -DBLAST_CRC and uroce's crc_clmul.c, below)
  * adds the one pass RoCEv2 cannot drop: a CRC-32 over every segment on
  * send (the ICRC) and over every received segment (its check) - with
  * --copy fused with the copy, as uroce's receive placement does; without,
- * a read pass over the bytes the kernel landed (the best a receiver that
- * lets the kernel place the payload in the MR could do).
+ * a read pass over the bytes the kernel landed in its receive buffers (a
+ * bound: a receiver that lets the kernel place the payload in the MR pays
+ * for the iovecs that scatter it, which --land measures).
  *
- *   udp_blast udp|tcp [--copy] [--zerocopy] [--crc] [--seg N] [--mb MB] [--window KB]
+ *   udp_blast udp|tcp [--copy] [--land] [--vlen N] [--dst-kb K] [--tx gather|copy]
+ *             [--zerocopy] [--crc] [--seg N] [--mb MB] [--window KB]
  *             [--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]
  *
  * --rx-ns / --tx-ns: the network namespace (/run/netns/NAME) the receiver /
@@ -61,7 +78,7 @@
 
 #define BLAST_DGRAM  65000u /* payload of one GSO datagram, at most */
 #define BLAST_VLEN   16
-#define BLAST_DST    (64u << 20)
+#define BLAST_DST    opt.dst_bytes /* --dst-kb; 64 MiB */
 #define BLAST_CREDIT (256u << 10)
 
 #ifdef BLAST_CRC
@@ -82,9 +99,10 @@ uint32_t uroce_crc32_sw(uint32_t crc, const void *buf, size_t len)
 			tab[i] = c;
 		}
 	}
+	crc = ~crc; /* as uroce's (icrc.c): the folding code's tail depends on it */
 	while (len--)
 		crc = tab[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-	return crc;
+	return ~crc;
 }
 
 /* the CRC of each seg-sized piece of buf, into dst too when given */
@@ -100,7 +118,19 @@ static uint32_t blast_crc(char *dst, const char *buf, size_t len, size_t seg)
 	}
 	return x;
 }
+
+/* --land: the CRC of one more piece of a segment */
+static uint32_t crc_piece(uint32_t x, const void *p, size_t n)
+{
+	return uroce_crc32_clmul(x, p, n);
+}
 #else
+static uint32_t crc_piece(uint32_t x, const void *p, size_t n)
+{
+	(void)p, (void)n;
+	return x;
+}
+
 static uint32_t blast_crc(char *dst, const char *buf, size_t len, size_t seg)
 {
 	(void)dst, (void)buf, (void)len, (void)seg;
@@ -112,14 +142,16 @@ static uint32_t blast_crc(char *dst, const char *buf, size_t len, size_t seg)
 static volatile uint32_t crc_sink;
 
 static struct {
-	int tcp, copy, zc, crc;
-	unsigned int seg, port;
-	uint64_t bytes, window;
+	int tcp, copy, zc, crc, land, tx; /* tx: 0 one buffer, 1 gather, 2 copy */
+	unsigned int seg, port, vlen;
+	uint64_t bytes, window, dst_bytes;
 	const char *src, *dst;
 } opt = {.seg = 4136,
+	 .vlen = BLAST_VLEN,
 	 .port = 29999,
 	 .bytes = 2000ull << 20,
 	 .window = 4u << 20,
+	 .dst_bytes = 64u << 20,
 	 .src = "127.0.0.1",
 	 .dst = "127.0.0.1"};
 
@@ -172,6 +204,96 @@ static void bufs(int fd)
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 }
 
+/* the receiver's socket: UDP GRO, and 2 s of nothing ends the run */
+static void rx_setup(int fd)
+{
+	int on = 1;
+
+	if (setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof(on)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){.tv_sec = 2},
+		       sizeof(struct timeval)))
+		die("UDP_GRO");
+}
+
+#define LAND_HDR    28u
+#define LAND_TRL    4u
+#define LAND_MAXSEG (BLAST_DGRAM / 64)
+
+/* --land: the kernel lands each segment's payload at the destination's
+ * next offset (the headers and trailers in buffers of their own) */
+static uint64_t udp_rx_land(int fd, struct sockaddr_in *back)
+{
+	static char hdr[BLAST_VLEN][LAND_MAXSEG + 1][LAND_HDR + LAND_TRL];
+	static struct iovec iov[BLAST_VLEN][2 * LAND_MAXSEG + 1];
+	struct mmsghdr mm[BLAST_VLEN];
+	unsigned int nseg = BLAST_DGRAM / opt.seg, pay = opt.seg - LAND_HDR - LAND_TRL;
+	uint64_t got = 0, credited = 0, doff = 0;
+	int i, n;
+
+	rx_setup(fd);
+	while (got < opt.bytes) {
+		uint64_t o = doff;
+
+		for (i = 0; i < (int)opt.vlen; i++) {
+			if (o + (uint64_t)nseg * pay > BLAST_DST)
+				o = 0;
+			/* segment k's trailer and k+1's header are adjacent in the
+			 * datagram: one iovec of 32 bytes (as gso.c sends them) */
+			iov[i][0] = (struct iovec){hdr[i][0], LAND_HDR};
+			for (unsigned int k = 0; k < nseg; k++) {
+				iov[i][2 * k + 1] = (struct iovec){rx_dst + o, pay};
+				iov[i][2 * k + 2] =
+				    (struct iovec){hdr[i][k + 1], LAND_TRL + LAND_HDR};
+				o += pay;
+			}
+			mm[i] = (struct mmsghdr){
+			    .msg_hdr = {.msg_iov = iov[i], .msg_iovlen = 2 * nseg + 1}};
+		}
+		if (opt.vlen == 1) {
+			ssize_t r = recvmsg(fd, &mm[0].msg_hdr, 0);
+
+			n = r < 0 ? -1 : 1;
+			if (r >= 0)
+				mm[0].msg_len = (unsigned int)r;
+		} else {
+			n = recvmmsg(fd, mm, opt.vlen, MSG_WAITFORONE, NULL);
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			die("recvmsg");
+		}
+		for (i = 0; i < n; i++) {
+			unsigned int len = mm[i].msg_len;
+
+			for (unsigned int k = 0; opt.crc && k * opt.seg < len; k++) {
+				unsigned int sl =
+				    len - k * opt.seg < opt.seg ? len - k * opt.seg : opt.seg;
+				/* a short last segment fills what comes first */
+				unsigned int hl = sl < LAND_HDR ? sl : LAND_HDR;
+				unsigned int pl = sl - hl < pay ? sl - hl : pay;
+				const char *h = k ? hdr[i][k] + LAND_TRL : hdr[i][0];
+				uint32_t x = 0xffffffffu;
+
+				/* the header, the landed payload, the trailer */
+				x = crc_piece(x, h, hl);
+				x = crc_piece(x, iov[i][2 * k + 1].iov_base, pl);
+				x = crc_piece(x, hdr[i][k + 1], sl - hl - pl);
+				crc_sink += x;
+			}
+			doff = (char *)iov[i][1].iov_base - rx_dst + (uint64_t)nseg * pay;
+			got += len;
+		}
+		if (got - credited >= BLAST_CREDIT || got >= opt.bytes) {
+			credited = got;
+			sendto(fd, &got, sizeof(got), 0, (struct sockaddr *)back, sizeof(*back));
+		}
+	}
+	return got;
+}
+
 /* receiver: returns its CPU seconds through the pipe */
 static uint64_t udp_rx(int fd, struct sockaddr_in *back)
 {
@@ -180,12 +302,9 @@ static uint64_t udp_rx(int fd, struct sockaddr_in *back)
 	struct mmsghdr mm[BLAST_VLEN];
 	char *dst = rx_dst;
 	uint64_t got = 0, credited = 0, doff = 0;
-	int i, n, on = 1;
+	int i, n;
 
-	if (setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof(on)) ||
-	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){.tv_sec = 2},
-		       sizeof(struct timeval)))
-		die("UDP_GRO");
+	rx_setup(fd);
 	while (got < opt.bytes) {
 		for (i = 0; i < BLAST_VLEN; i++) {
 			iov[i] = (struct iovec){buf[i], sizeof(buf[i])};
@@ -234,6 +353,41 @@ static void zc_reap(int fd)
 		mh.msg_controllen = sizeof(ctl);
 }
 
+/* --tx: datagram n of the batch (its one iovec set) as uroce's gather
+ * sends it, or filled by the copy fused with the CRC */
+static void tx_shape(struct msghdr *mh, int n, uint64_t sent)
+{
+	static struct iovec g[BLAST_VLEN][2 * LAND_MAXSEG + 1];
+	static char src[1 << 20];
+	char *b = mh->msg_iov[0].iov_base;
+	unsigned int len = (unsigned int)mh->msg_iov[0].iov_len, ns = 0;
+
+	if (opt.crc && opt.tx == 1)
+		crc_sink += blast_crc(NULL, b, len, opt.seg); /* read in place */
+	for (unsigned int off = 0; off < len; off += opt.seg, ns++) {
+		unsigned int sl = len - off < opt.seg ? len - off : opt.seg;
+
+		if (opt.tx == 2) {
+			crc_sink += blast_crc(b + off, src + (sent + off) % (sizeof(src) - opt.seg),
+					      sl, opt.seg);
+			continue;
+		}
+		if (sl != opt.seg) /* a short last segment: one piece */
+			break;
+		g[n][2 * ns] = (struct iovec){b + off - (ns ? LAND_TRL : 0),
+					      ns ? LAND_TRL + LAND_HDR : LAND_HDR};
+		g[n][2 * ns + 1] =
+		    (struct iovec){b + off + LAND_HDR, opt.seg - LAND_HDR - LAND_TRL};
+	}
+	if (opt.tx == 2)
+		return;
+	/* the last full segment's trailer, and the rest of the datagram */
+	g[n][2 * ns] = (struct iovec){b + (size_t)ns * opt.seg - (ns ? LAND_TRL : 0),
+				      len - ns * opt.seg + (ns ? LAND_TRL : 0)};
+	mh->msg_iov = g[n];
+	mh->msg_iovlen = 2 * ns + 1;
+}
+
 static int udp_tx(int fd, struct sockaddr_in *to)
 {
 	static char buf[BLAST_VLEN * BLAST_DGRAM];
@@ -280,7 +434,9 @@ static int udp_tx(int fd, struct sockaddr_in *to)
 			c->cmsg_type = UDP_SEGMENT;
 			c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
 			*(uint16_t *)CMSG_DATA(c) = (uint16_t)opt.seg;
-			if (opt.crc)
+			if (opt.tx)
+				tx_shape(&mm[n].msg_hdr, n, sent);
+			else if (opt.crc)
 				crc_sink += blast_crc(NULL, iov[n].iov_base, len, opt.seg);
 			sent += len;
 		}
@@ -346,9 +502,12 @@ static void tcp_tx(int fd)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: udp_blast udp|tcp [--copy] [--zerocopy] [--crc] [--seg N] [--mb "
-			"MB] [--window KB] "
-			"[--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]\n");
+	fprintf(
+	    stderr,
+	    "usage: udp_blast udp|tcp [--copy] [--land] [--vlen N] [--dst-kb K] [--tx gather|copy] "
+	    "[--zerocopy] [--crc] [--seg N] [--mb "
+	    "MB] [--window KB] "
+	    "[--port P] [--src A] [--dst A] [--rx-ns PATH] [--tx-ns PATH]\n");
 	exit(2);
 }
 
@@ -404,6 +563,11 @@ int main(int argc, char **argv)
 			opt.copy = 1;
 			continue;
 		}
+		if (!strcmp(a, "--land")) {
+			opt.land = 1;
+			opt.copy = 1; /* the destination */
+			continue;
+		}
 		if (!strcmp(a, "--zerocopy")) {
 			opt.zc = 1;
 			continue;
@@ -425,6 +589,12 @@ int main(int argc, char **argv)
 			opt.bytes = (uint64_t)atoll(v) * 1000000ull;
 		else if (!strcmp(a, "--window"))
 			opt.window = (uint64_t)atoll(v) << 10;
+		else if (!strcmp(a, "--dst-kb"))
+			opt.dst_bytes = (uint64_t)atoll(v) << 10;
+		else if (!strcmp(a, "--tx") && (!strcmp(v, "gather") || !strcmp(v, "copy")))
+			opt.tx = !strcmp(v, "gather") ? 1 : 2;
+		else if (!strcmp(a, "--vlen"))
+			opt.vlen = (unsigned int)atoi(v);
 		else if (!strcmp(a, "--port"))
 			opt.port = (unsigned int)atoi(v);
 		else if (!strcmp(a, "--src"))
@@ -438,7 +608,9 @@ int main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (opt.seg < 64 || opt.seg > 9000 || !opt.bytes || (opt.crc && opt.tcp))
+	if (opt.seg < 64 || opt.seg > 9000 || !opt.bytes || (opt.crc && opt.tcp) ||
+	    ((opt.land || opt.tx) && opt.tcp) || (opt.tx == 2 && !opt.crc) || opt.vlen < 1 ||
+	    opt.vlen > BLAST_VLEN || opt.dst_bytes < BLAST_DGRAM)
 		usage();
 	rx = addr(opt.dst, opt.port);
 	tx = addr(opt.src, opt.port + 1);
@@ -474,7 +646,7 @@ int main(int argc, char **argv)
 				die("accept");
 			res.got = tcp_rx(a);
 		} else {
-			res.got = udp_rx(rfd, &tx);
+			res.got = opt.land ? udp_rx_land(rfd, &tx) : udp_rx(rfd, &tx);
 		}
 		res.cpu = cpu_s(RUSAGE_SELF);
 		res.crc = crc_sink;
@@ -512,12 +684,16 @@ int main(int argc, char **argv)
 	t1 = now_s();
 	scpu = cpu_s(RUSAGE_SELF);
 	waitpid(pid, NULL, 0);
-	printf("mode=%s%s%s seg=%u MBps=%.0f cpu_s_per_GB=%.3f snd_cpu=%.2f rcv_cpu=%.2f "
+	printf("mode=%s%s%s%s seg=%u MBps=%.0f cpu_s_per_GB=%.3f snd_cpu=%.2f rcv_cpu=%.2f "
 	       "lost_windows=%d rcvd=%llu sent=%llu%s",
 	       opt.tcp ? "tcp" : "udp",
-	       opt.copy ? "+copy"
-	       : opt.zc ? "+zerocopy"
-			: "",
+	       opt.land	  ? (opt.vlen == 1 ? "+land1" : "+land")
+	       : opt.copy ? "+copy"
+	       : opt.zc	  ? "+zerocopy"
+			  : "",
+	       opt.tx == 1   ? "+gather"
+	       : opt.tx == 2 ? "+txcopy"
+			     : "",
 	       opt.crc ? "+crc" : "", opt.seg, (double)opt.bytes / (t1 - t0) / 1e6,
 	       (scpu + rcpu) / ((double)opt.bytes / 1e9), scpu, rcpu, lost,
 	       (unsigned long long)res.got, (unsigned long long)opt.bytes, opt.crc ? "" : "\n");

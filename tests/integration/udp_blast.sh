@@ -3,7 +3,9 @@
 # ceiling of a UDP path"): it builds warning-free and moves every byte on
 # loopback in each mode - TCP, UDP GSO/GRO, with the receiver's extra copy,
 # MSG_ZEROCOPY, and with the ICRC pass each side (--crc, built with uroce's
-# crc_clmul.c: the sums of the segments' CRCs agree on both sides) - and
+# crc_clmul.c: the sums of the segments' CRCs agree on both sides), the
+# payload landed by the kernel's copy through scatter iovecs (--land), the
+# sender's gather and fused copy (--tx) - and
 # ends (no hang on a lost datagram).  Its speed lives in bench/, nothing here
 # is timed.
 source "$(dirname "$0")/lib.sh"
@@ -53,7 +55,21 @@ if [[ -x $CBIN ]]; then
 	check "udp --crc: the CRC sums agree" blast_crc --crc
 	check "udp --copy --crc (fused copy + CRC)" blast_crc --copy --crc
 	check "udp --crc --seg 1080" blast_crc --crc --seg 1080
+	# --land: the kernel's copy puts each segment's payload in the
+	# destination and its header and trailer in buffers of their own; the
+	# CRCs over the three pieces agree with the sender's over the segment
+	check "udp --land --crc (payloads landed by the kernel's copy)" blast_crc --land --crc
+	check "udp --land --vlen 1 --crc (recvmsg)" blast_crc --land --vlen 1 --crc
+	check "udp --land --crc --seg 1056" blast_crc --land --crc --seg 1056
+	check "udp --land --crc --dst-kb 1024 --vlen 1" blast_crc --land --crc --dst-kb 1024 --vlen 1
+	# --tx gather sends the same bytes through uroce's iovecs, --tx copy
+	# through the copy fused with the CRC: the sums agree
+	check "udp --tx gather --crc --seg 1056" blast_crc --tx gather --crc --seg 1056
+	check "udp --tx gather --crc --seg 1081 (a short last segment)" blast_crc --tx gather --crc --seg 1081
+	check "udp --tx copy --crc" blast_crc --tx copy --crc
+	check "--tx copy without --crc is refused" fails "$CBIN" udp --tx copy
 	check "tcp --crc is refused" fails "$CBIN" tcp --crc
+	check "tcp --land is refused" fails "$CBIN" tcp --land
 fi
 if [[ -x $BIN ]]; then
 	check "--crc without -DBLAST_CRC is refused" fails "$BIN" udp --crc
