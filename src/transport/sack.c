@@ -33,6 +33,10 @@ static _Atomic unsigned long held_bytes;
  * selective ACK is expected to look first (uroce_sack_rack). */
 #define SACK_RACK_LATE_NS 1000000ull
 
+/* What a retransmission timeout resends at once from una (the slow start
+ * window's size, cc.c CC_INIT_PKTS; uroce_sack_timeout). */
+#define SACK_RTO_BURST 16u
+
 /* RACK (RFC 8985): a hole counts as lost once something sent at least the
  * reordering window after it has arrived; the window is a quarter of the
  * smallest round trip, at least SACK_REO_MIN_NS, times the steps that
@@ -637,12 +641,18 @@ void uroce_sack_timeout(struct uroce_qp *qp)
 	 * go-back-N would, but without moving the send state */
 	uroce_sack_forget(qp);
 	resend(qp, una);
-	/* at most a window at once: 1,024 PSNs in one burst overflow the
-	 * responder's socket, and the losses start the timeout over; what
-	 * lies beyond is resent as the selective ACKs of these show it
-	 * missing, or by the probes */
+	/* at most SACK_RTO_BURST at once (until session 13 a window: 1,024
+	 * PSNs in one burst overflowed the responder's socket, and a window
+	 * of up to 256 from each of four flows timing out at the same moment
+	 * into one full bottleneck queue - the silence that ends in a
+	 * timeout is shared - overflows it again, losing the resends and
+	 * starting the timeout over: one such run lost a flow to
+	 * RETRY_EXC_ERR).  What lies beyond is resent as the selective ACKs
+	 * of these show it missing (a later transmission arrived), or by the
+	 * probes */
 	for (uint32_t p = (una + 1) & UR_PSN_MASK, n = 1;
-	     ur_psn_diff(p, qp->req.psn) < 0 && n < rc_cwnd(qp); p = (p + 1) & UR_PSN_MASK)
+	     ur_psn_diff(p, qp->req.psn) < 0 && n < rc_cwnd(qp) && n < SACK_RTO_BURST;
+	     p = (p + 1) & UR_PSN_MASK)
 		if (tx_slot(qp, p)) {
 			resend(qp, p);
 			n++;

@@ -78,21 +78,27 @@ static void stall_end(struct uroce_sack_diag *d, uint64_t now)
 void uroce_sd_blocked(struct uroce_qp *qp)
 {
 	struct uroce_sack_diag *d = qp->sk ? qp->sk->diag : NULL;
-	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1, n = 1;
 	int why;
 	uint64_t now;
 
 	if (!d || !d->t_first)
 		return;
+	/* a READ request needs room for its responses (req.c send_read: the
+	 * rest of the WQE, or of its chunk; the rest here).  Counted as one,
+	 * a READ held back by the window showed as "pace" (session 13) */
+	if (qp->sq.req != qp->sq.head && swqe(qp, qp->sq.req)->opcode == IBV_WR_RDMA_READ &&
+	    swqe(qp, qp->sq.req)->length > qp->req.offset && qp->mtu)
+		n = (swqe(qp, qp->sq.req)->length - qp->req.offset + qp->mtu - 1) / qp->mtu;
 	if (qp->sq.req == qp->sq.head)
 		why = UR_SD_SQ;
-	else if (qp->req.inflight && qp->req.inflight + 1 > UR_SACK_WIN)
+	else if (qp->req.inflight && qp->req.inflight + n > UR_SACK_WIN)
 		why = UR_SD_SPAN;
-	else if (qp->req.inflight && rc_pipe(qp) + 1 > rc_window(qp))
+	else if (qp->req.inflight && rc_pipe(qp) + n > rc_window(qp))
 		why = UR_SD_WIN;
-	else if (qp->req.inflight && rc_pipe(qp) + 1 > rc_cwnd(qp))
+	else if (qp->req.inflight && rc_pipe(qp) + n > rc_cwnd(qp))
 		why = UR_SD_CWND;
-	else if (qp->req.inflight && rc_ep_inflight(qp) + 1 > rc_ep_budget(qp))
+	else if (qp->req.inflight && rc_ep_inflight(qp) + n > rc_ep_budget(qp))
 		why = UR_SD_EP;
 	else if (swqe_is_rd(swqe(qp, qp->sq.req)) && qp->req.rd_inflight >= max_rd)
 		why = UR_SD_RD;
