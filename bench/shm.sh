@@ -73,13 +73,15 @@ if ((HOG)); then
 		HOGS+=($!)
 	done
 fi
-declare -A V=() # "name/path" -> space-separated values
+declare -A V=()  # "name/path" -> space-separated values
+declare -A VR=() # the same as "rep:value" (ratios pair the reps)
 REP=0
 # add NAME/PATH VALUE: one value (also a points.tsv row; the metric from the name)
 add() {
 	local metric=bw_MBps
 	[[ -n $2 ]] || return
 	V[$1]+="$2 "
+	VR[$1]+="$REP:$2 "
 	case $1 in
 	*lat* | floor/*) metric=lat_us ;;
 	cpu/*) metric=cpu_s_per_GB ;;
@@ -255,8 +257,14 @@ m() { median "${V[$1]:-}"; }
 # rng NAME: [min-max] of its values; rng_ratio A B: of the per-rep ratios A/B
 rng() { tr ' ' '\n' <<<"${V[$1]:-}" | grep . | sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { if (NR) printf "[%s-%s]", a, b }'; }
 rng_ratio() {
-	paste <(tr ' ' '\n' <<<"${V[$1]:-}" | grep .) <(tr ' ' '\n' <<<"${V[$2]:-}" | grep .) |
-		awk 'NF == 2 && $2 > 0 { r = $1 / $2; if (!n++ || r < a) a = r; if (n == 1 || r > b) b = r } END { if (n) printf "[%.2f-%.2f]", a, b }'
+	awk -v a="${VR[$1]:-}" -v b="${VR[$2]:-}" 'BEGIN {
+		n = split(b, y, " "); for (i = 1; i <= n; i++) { split(y[i], kv, ":"); d[kv[1]] = kv[2] }
+		n = split(a, x, " "); k = 0
+		for (i = 1; i <= n; i++) {
+			split(x[i], kv, ":"); if (!(kv[1] in d) || d[kv[1]] <= 0) continue
+			r = kv[2] / d[kv[1]]; if (!k++ || r < lo) lo = r; if (k == 1 || r > hi) hi = r
+		}
+		if (k) printf "[%.2f-%.2f]", lo, hi }'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
 {
@@ -311,7 +319,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%
 	echo "| -q 1024 / 1 QP | $(ratio "$(m write_bw_q1024/shm)" "$(m write_bw/shm)") $(rng_ratio write_bw_q1024/shm write_bw/shm) | no collapse |"
 	echo "| CPU s per GB / kernel TCP's | $(ratio "$(m cpu/shm)" "$(m cpu/tcp)") | < 1 |"
 	echo
-	echo "([a-b] of two series: the lowest and highest per-rep ratio, reps paired in order.)"
+	echo "([a-b] of two series: the lowest and highest ratio of the two in one rep; a rep that failed is left out.)"
 	echo
 	echo "Every value: $(for k in "${!V[@]}"; do printf '%s=[%s] ' "$k" "${V[$k]% }"; done)"
 } >"$OUT"
