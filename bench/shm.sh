@@ -15,7 +15,9 @@
 # CPU seconds per GB (both processes, user + system) are measured for the
 # three at 64 KiB.  --hog runs everything with a CPU hog pinned to every
 # core (a spinning process each, started here and ended at exit); --quick
-# measures the key points only (no 1 MiB, 2 B, read/atomic rows).
+# measures the key points only (no 1 MiB, 2 B, read/atomic, 1,024-QP rows).
+# The output ends with issue 14's targets as ratios (bandwidth against DRAM
+# memcpy, cross-core copy and hot memcpy, each a row).
 # Writes a markdown table (medians) to FILE (default bench/results/shm.md),
 # every value to FILE.tsv (bench/run.sh's points.tsv columns, tool
 # "samehost") and every raw output to FILE.raw/.
@@ -36,7 +38,7 @@ while [[ $# -gt 0 ]]; do
 	--out) OUT=$2; shift ;;
 	--hog) HOG=1 ;;
 	--quick) QUICK=1 ;;
-	-h | --help) sed -n 2,22p "$0"; exit 0 ;;
+	-h | --help) sed -n 2,24p "$0"; exit 0 ;;
 	*) echo "shm.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -71,13 +73,15 @@ if ((HOG)); then
 		HOGS+=($!)
 	done
 fi
-declare -A V=() # "name/path" -> space-separated values
+declare -A V=()  # "name/path" -> space-separated values
+declare -A VR=() # the same as "rep:value" (ratios pair the reps)
 REP=0
 # add NAME/PATH VALUE: one value (also a points.tsv row; the metric from the name)
 add() {
 	local metric=bw_MBps
 	[[ -n $2 ]] || return
 	V[$1]+="$2 "
+	VR[$1]+="$REP:$2 "
 	case $1 in
 	*lat* | floor/*) metric=lat_us ;;
 	cpu/*) metric=cpu_s_per_GB ;;
@@ -238,6 +242,8 @@ for ((r = 1; r <= REPS; r++)); do
 	bw read_bw ib_read_bw -s 65536 -D 2
 	((QUICK)) || bw write_bw_1M ib_write_bw -s 1048576 -D 2
 	bw write_bw_q8 ib_write_bw -s 65536 -D 2 -q 8
+	# "1,024 QPs do not collapse" (setting them up takes a few seconds)
+	((QUICK)) || bw write_bw_q1024 ib_write_bw -s 65536 -D 3 -q 1024
 	for p in shm udp; do # messages per second, not MB/s
 		((QUICK)) && break
 		row=$(pt "$p" write_bw_2B ib_write_bw -s 2 -D 2)
@@ -248,6 +254,18 @@ for ((r = 1; r <= REPS; r++)); do
 done
 
 m() { median "${V[$1]:-}"; }
+# rng NAME: [min-max] of its values; rng_ratio A B: of the per-rep ratios A/B
+rng() { tr ' ' '\n' <<<"${V[$1]:-}" | grep . | sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { if (NR) printf "[%s-%s]", a, b }'; }
+rng_ratio() {
+	awk -v a="${VR[$1]:-}" -v b="${VR[$2]:-}" 'BEGIN {
+		n = split(b, y, " "); for (i = 1; i <= n; i++) { split(y[i], kv, ":"); d[kv[1]] = kv[2] }
+		n = split(a, x, " "); k = 0
+		for (i = 1; i <= n; i++) {
+			split(x[i], kv, ":"); if (!(kv[1] in d) || d[kv[1]] <= 0) continue
+			r = kv[2] / d[kv[1]]; if (!k++ || r < lo) lo = r; if (k == 1 || r > hi) hi = r
+		}
+		if (k) printf "[%.2f-%.2f]", lo, hi }'
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
 {
 	echo "# The same-host wire against UDP$( ((HOG)) && echo ", under a CPU hog on every core") ($START, load $LOAD0 -> $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -261,9 +279,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%
 	for k in send_lat write_lat read_lat atomic_lat; do
 		echo "| ib_${k} (us, typical) | $(m $k/shm) | $(m $k/udp) | $(m $k/tcp) | $(ratio "$(m $k/udp)" "$(m $k/shm)") | $(ratio "$(m $k/tcp)" "$(m $k/shm)") |"
 	done
-	for k in write_bw send_bw read_bw write_bw_1M write_bw_q8; do
+	for k in write_bw send_bw read_bw write_bw_1M write_bw_q8 write_bw_q1024; do
 		echo "| ib_${k} 64 KiB (MB/s) | $(m $k/shm) | $(m $k/udp) | $(m $k/tcp) | $(ratio "$(m $k/shm)" "$(m $k/udp)") | $(ratio "$(m $k/shm)" "$(m $k/tcp)") |" |
-			sed 's/_1M 64 KiB/ 1 MiB/; s/_q8 64 KiB/ 64 KiB -q 8/'
+			sed 's/_1M 64 KiB/ 1 MiB/; s/_q8 64 KiB/ 64 KiB -q 8/; s/_q1024 64 KiB/ 64 KiB -q 1024/'
 	done
 	echo "| ib_write_bw 2 B (million messages/s) | $(m write_bw_2B/shm) | $(m write_bw_2B/udp) | - | $(ratio "$(m write_bw_2B/shm)" "$(m write_bw_2B/udp)") | - |"
 	echo "| CPU s per GB, 64 KiB WRITEs / tcp_bw (both processes) | $(m cpu/shm) | $(m cpu/udp) | $(m cpu/tcp) | $(ratio "$(m cpu/udp)" "$(m cpu/shm)") | $(ratio "$(m cpu/tcp)" "$(m cpu/shm)") |"
@@ -283,6 +301,25 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%
 	echo "| memcpy 64 KiB, hot | $(m memcpy/64K) MB/s |"
 	echo "| memcpy 64 KiB, from and to DRAM (64 MiB arrays) | $(m memcpy/64K_dram) MB/s |"
 	echo "| cross-core copy 64 KiB through 1 MiB / 16 MiB of shared memory (bench/xcopy_bw.c) | $(m xcopy/64K_1M) / $(m xcopy/64K_16M) MB/s |"
+	echo
+	echo "Issue 14's targets, shared-memory path (medians; [min-max] over the reps):"
+	echo
+	echo "| target | value | goal |"
+	echo "|---|---:|---|"
+	echo "| ib_send_lat / ib_write_lat 2 B one-way | $(m send_lat/shm) $(rng send_lat/shm) / $(m write_lat/shm) $(rng write_lat/shm) us | <= 1.0 us |"
+	echo "| ... / busy-poll UDP floor | $(ratio "$(m send_lat/shm)" "$(m floor/udp)") / $(ratio "$(m write_lat/shm)" "$(m floor/udp)") | <= 0.25 |"
+	echo "| ib_read_lat / ib_atomic_lat round trip | $(m read_lat/shm) $(rng read_lat/shm) / $(m atomic_lat/shm) $(rng atomic_lat/shm) us | <= 2.0 us |"
+	echo "| ib_write_bw / send_bw / read_bw 64 KiB | $(m write_bw/shm) / $(m send_bw/shm) / $(m read_bw/shm) MB/s | >= 8,000 |"
+	echo "| ib_write_bw 64 KiB / memcpy 64 KiB from DRAM | $(ratio "$(m write_bw/shm)" "$(m memcpy/64K_dram)") | >= 0.5 |"
+	echo "| ib_write_bw 64 KiB / cross-core copy through 16 MiB (xcopy_bw) | $(ratio "$(m write_bw/shm)" "$(m xcopy/64K_16M)") | >= 0.5 |"
+	echo "| ib_write_bw 64 KiB / hot memcpy 64 KiB (one core, in cache) | $(ratio "$(m write_bw/shm)" "$(m memcpy/64K)") | (argued unreachable: docs/design.md) |"
+	echo "| ib_write_bw 1 MiB / UCX posix tag_bw 1 MiB | $(ratio "$(m write_bw_1M/shm)" "$(m ucx/tag_bw)") | >= 1 |"
+	echo "| UCX tag_bw 1 MiB over rc_verbs (pull) / UCX posix | $(ratio "$(m ucx_bw/rc_pull)" "$(m ucx/tag_bw)") $(rng_ratio ucx_bw/rc_pull ucx/tag_bw) | >= 1 |"
+	echo "| -q 8 / 1 QP | $(ratio "$(m write_bw_q8/shm)" "$(m write_bw/shm)") | >= 0.9 |"
+	echo "| -q 1024 / 1 QP | $(ratio "$(m write_bw_q1024/shm)" "$(m write_bw/shm)") $(rng_ratio write_bw_q1024/shm write_bw/shm) | no collapse |"
+	echo "| CPU s per GB / kernel TCP's | $(ratio "$(m cpu/shm)" "$(m cpu/tcp)") | < 1 |"
+	echo
+	echo "([a-b] of two series: the lowest and highest ratio of the two in one rep; a rep that failed is left out.)"
 	echo
 	echo "Every value: $(for k in "${!V[@]}"; do printf '%s=[%s] ' "$k" "${V[$k]% }"; done)"
 } >"$OUT"

@@ -54,3 +54,15 @@ bool uroce_env_on(const char *name, int *cache)
 	}
 	return *cache;
 }
+
+uint64_t uroce_env_num(const char *name, uint64_t dflt, uint64_t *cache)
+{
+	if (*cache == UINT64_MAX) {
+		const char *v = getenv(name);
+		char *end = NULL;
+		unsigned long long n = v ? strtoull(v, &end, 0) : 0;
+
+		*cache = !v || end == v ? dflt : n >= UINT64_MAX ? UINT64_MAX - 1 : (uint64_t)n;
+	}
+	return *cache;
+}

@@ -380,7 +380,10 @@ static void wake_events(struct uroce_ctx *ctx, uint64_t timeout_ns)
  * traffic instead, where the requester's packet wakes it (and the requester,
  * yielding after 1 us, src/verbs/cq.c, lets it run at once).  One traffic
  * burst in UROCE_SPIN_COLOC_PROBE spins anyway to see whether the two have
- * been parted; a packet found spinning without a yield ends the guess. */
+ * been parted; a packet found spinning without a yield ends the guess.
+ * With a same-host peer the thread first tries to part from it instead
+ * (uroce_shm_part: it moves to another CPU and spins there), and sleeps
+ * only when it cannot. */
 #define UROCE_SPIN_RAN_NS      5000ull
 #define UROCE_SPIN_COLOC_SPINS 4u
 #define UROCE_SPIN_COLOC_PROBE 16u
@@ -427,6 +430,9 @@ static void spin(struct uroce_ctx *ctx, struct spin_learn *l)
 				l->after_yield = 0;
 			else if (l->after_yield < UROCE_SPIN_COLOC_SPINS)
 				l->after_yield++;
+			/* a same-host peer: part from it and spin (src/net/shm.c) */
+			if (coloc_guess(l) && uroce_shm_part(ctx))
+				l->after_yield = 0;
 			if (spin_skip(l))
 				return;
 			ran = false;

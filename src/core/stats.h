@@ -105,7 +105,9 @@
 	X(shm_bulk_skip, "shm_bulk_no_room",                                                       \
 	  "pull records sent without their bytes: no room in the ring (process_vm_readv)")         \
 	X(shm_idle_sleeps, "shm_idle_sleeps",                                                      \
-	  "ibv_poll_cq slept on the rings' doorbells: CQs empty for a while (shm.c)")
+	  "ibv_poll_cq slept on the rings' doorbells: CQs empty for a while (shm.c)")              \
+	X(shm_parts, "shm_parts",                                                                  \
+	  "progress thread: moved off the CPU of a same-host peer it shared (shm.c)")
 
 /* Device-wide: the progress thread (src/core/progress.c). */
 #define UROCE_PROG_COUNTERS(X)                                                                     \

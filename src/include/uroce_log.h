@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 enum uroce_log_level {
 	UROCE_LOG_NONE = 0,
@@ -22,6 +23,10 @@ void uroce_log_init(void);
 /* A switch that is on unless the environment variable name is "0" or
  * "off"; read once into *cache (-1: not read yet). */
 bool uroce_env_on(const char *name, int *cache);
+/* A number (strtoull, any base) from the environment variable name, dflt
+ * when it is unset or not a number; read once into *cache (UINT64_MAX: not
+ * read yet).  The caller checks its range. */
+uint64_t uroce_env_num(const char *name, uint64_t dflt, uint64_t *cache);
 void uroce_log_print(enum uroce_log_level lvl, const char *func, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

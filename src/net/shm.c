@@ -246,15 +246,10 @@ static bool bulk_wanted(void)
  * bulk bytes then go behind their record in the ring, as in version 4) */
 static uint32_t area_bytes(void)
 {
-	static uint32_t bytes = 1;
+	static uint64_t v = UINT64_MAX;
+	uint64_t n = uroce_env_num("UROCE_SHM_AREA", SHM_AREA_BYTES, &v);
 
-	if (bytes == 1) {
-		const char *v = getenv("UROCE_SHM_AREA");
-		unsigned long n = v ? strtoul(v, NULL, 0) : SHM_AREA_BYTES;
-
-		bytes = n < SHM_MIN_AREA || n > SHM_MAX_AREA || (n & (n - 1)) ? 0 : (uint32_t)n;
-	}
-	return bytes;
+	return n < SHM_MIN_AREA || n > SHM_MAX_AREA || (n & (n - 1)) ? 0 : (uint32_t)n;
 }
 
 static bool shm_wanted(void)
@@ -1336,6 +1331,49 @@ bool uroce_shm_spin_stop(struct uroce_ctx *ctx)
 	return idle_mode() == 2 && has_links(ctx) && idle_hogged(uroce_now_ns());
 }
 
+/* Parting: the progress thread serves a same-host requester that shares
+ * its CPU (progress.c's guess: its packets come only after a yield that
+ * ran another thread).  The scheduler put it there - a doorbell wakes the
+ * sleeper on the waker's CPU - and keeps it there as long as every request
+ * wakes it again, so a one-sided stream whose target never polls (ib_read_lat,
+ * ib_atomic_lat) ran at 8-13 us a READ in about half the runs and 0.8-2 us
+ * in the others.  Instead of sleeping after each packet, the thread moves
+ * to another CPU of its affinity mask (the mask without this CPU for one
+ * sched_setaffinity, then its own mask again) and spins there, where the
+ * requester's next packet finds it awake.  At most once per
+ * SHM_PART_EVERY_NS; UROCE_SHM_PART=0: never (measurements).  Counter
+ * shm_parts. */
+#define SHM_PART_EVERY_NS 1000000ull
+
+bool uroce_shm_part(struct uroce_ctx *ctx)
+{
+	static int on = -1;
+	static _Thread_local uint64_t last_ns;
+	uint64_t now = uroce_now_ns();
+	cpu_set_t mask, other;
+	int cpu;
+	bool moved;
+
+	if (!uroce_env_on("UROCE_SHM_PART", &on) || !has_links(ctx) ||
+	    (last_ns && now - last_ns < SHM_PART_EVERY_NS))
+		return false;
+	last_ns = now;
+	if ((cpu = sched_getcpu()) < 0 || sched_getaffinity(0, sizeof(mask), &mask))
+		return false;
+	other = mask;
+	CPU_CLR(cpu, &other);
+	if (!CPU_COUNT(&other) || sched_setaffinity(0, sizeof(other), &other))
+		return false;
+	moved = sched_getcpu() != cpu;
+	if (sched_setaffinity(0, sizeof(mask), &mask))
+		uroce_log(UROCE_LOG_WARN, "could not restore the progress thread's CPU mask: %s",
+			  strerror(errno));
+	last_ns = uroce_now_ns(); /* (a move may wait for the other CPU a while) */
+	if (moved)
+		uroce_count(ctx, shm_parts, 1);
+	return moved;
+}
+
 int uroce_shm_idle(struct uroce_ctx *ctx)
 {
 	struct pollfd pfd[2 * sizeof(ctx->ep) / sizeof(ctx->ep[0])];
@@ -1385,19 +1423,11 @@ void *uroce_shm_test_ring(struct uroce_ep *ep, uint16_t peer_port, size_t *len)
 
 uint32_t uroce_pull_min(void)
 {
-	static uint32_t min = 1;
+	static uint64_t v = UINT64_MAX;
+	/* default: messages of 32 KiB and more (docs/design.md) */
+	uint64_t n = uroce_env_num("UROCE_SHM_PULL", 32768, &v);
 
-	if (min == 1) {
-		const char *v = getenv("UROCE_SHM_PULL");
-		char *end;
-		unsigned long n = v ? strtoul(v, &end, 0) : 0;
-
-		/* default: messages of 32 KiB and more (docs/design.md) */
-		min = !v || end == v ? 32768 : n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-		if (min == 1)
-			min = 2;
-	}
-	return min;
+	return n > UINT32_MAX ? UINT32_MAX : n == 1 ? 2 : (uint32_t)n;
 }
 
 bool uroce_shm_pull_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip)

@@ -89,6 +89,11 @@ void uroce_shm_yielded(uint64_t ns);
  * links and this thread's yields have been taken by a hog. */
 bool uroce_shm_spin_stop(struct uroce_ctx *ctx);
 
+/* The progress thread's spin finds its packets only after yields that ran
+ * another thread: its same-host peer shares its CPU.  Move to another CPU
+ * of its mask (and spin there); true when it moved. */
+bool uroce_shm_part(struct uroce_ctx *ctx);
+
 /* The abstract Unix address of the endpoint on UDP port port; its length. */
 struct sockaddr_un;
 socklen_t uroce_shm_addr(struct sockaddr_un *a, uint16_t port);

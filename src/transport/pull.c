@@ -90,18 +90,13 @@ uint32_t uroce_pull_read_seg(const struct uroce_qp *qp)
 	 * one record per chunk (docs/design.md, "The bulk area": 128 KiB
 	 * records lost in 6 of 8 ib_read_bw 1 MiB pairs on a loaded
 	 * machine) it is not the default: 0 (unset), one record a chunk. */
-	static uint32_t bytes = 1;
+	static uint64_t v = UINT64_MAX;
+	uint64_t bytes = uroce_env_num("UROCE_SHM_READ_SEG", 0, &v);
 	uint32_t n;
 
-	if (bytes == 1) {
-		const char *v = getenv("UROCE_SHM_READ_SEG");
-		unsigned long b = v ? strtoul(v, NULL, 0) : 0;
-
-		bytes = b < (1u << 30) && b != 1 ? (uint32_t)b : 0;
-	}
-	if (!bytes)
+	if (bytes <= 1 || bytes >= (1u << 30))
 		return UINT32_MAX;
-	n = bytes / qp->mtu;
+	n = (uint32_t)(bytes / qp->mtu);
 	return n < 2 ? 2 : n;
 }
 

@@ -18,6 +18,9 @@
  *    new peer connects; the target was pulling from the writer's memory) and
  *    of the target (the requester's WR fails with IBV_WC_RETRY_EXC_ERR, as
  *    on UDP), also while we pull READ responses from the target's memory;
+ *  - kill -9 at any moment: children killed after a random delay (during
+ *    the link's setup, mid-stream, with our WRITEs and READs in flight),
+ *    round after round; every WR completes, nothing of theirs stays;
  *  - many processes writing into one target at once (which pulls from each);
  *  - 1,024 QP pairs, each a WRITE and a SEND;
  *  - silent handshakes: a listener that accepts and never answers (the QP
@@ -491,6 +494,103 @@ static void test_kill(void)
 	node_close(&n);
 }
 
+/* kill -9 at any moment: children killed after a random delay - while
+ * the link is being set up, in the middle of a stream, with WRITEs and
+ * READs of ours in flight to them - round after round.  We survive every
+ * one, every WR of ours completes (in error once the target is gone), and
+ * nothing of theirs stays: no ring, no descriptor; a new writer still
+ * gets through. */
+#define KILL_ROUNDS 12
+
+static bool wait_fds(int n)
+{
+	uint64_t end = now_ms() + 10000;
+
+	while (count_fds() != n && now_ms() < end)
+		usleep(10000);
+	return count_fds() == n;
+}
+
+static void test_kill_any(void)
+{
+	uint32_t seed = (uint32_t)time(NULL);
+	int sock, st, fds0, done = 0;
+	struct qpinfo peer;
+	struct ibv_qp *qp;
+	struct node n;
+	pid_t pid;
+
+	printf("  kill at any moment: seed %u\n", seed);
+	srand(seed);
+	CHECK(!node_open(&n, 256), "node");
+	fds0 = -1;
+	for (int i = 0; i < KILL_ROUNDS; i++) {
+		useconds_t delay = (useconds_t)(rand() % 4000);
+
+		if (i % 2 == 0) {
+			/* a writer into us, killed from its first packets on */
+			pid = spawn(WRITER_FOREVER, 20u + (uint32_t)i, &sock);
+			qp = meet(&n, sock, &peer, 7);
+			CHECK(qp != NULL, "round %d: a writer", i);
+			usleep(delay);
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+		} else {
+			/* a target of our WRITEs and READs, killed under them */
+			int posted = 0, ok = 0, bad = 0;
+
+			pid = spawn(TARGET, 20u + (uint32_t)i, &sock);
+			qp = meet(&n, sock, &peer, 2);
+			CHECK(qp && wait_byte(sock), "round %d: a target", i);
+			for (int k = 0; qp && k < 24; k++)
+				posted +=
+				    !post(qp, k % 3 == 2 ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE, &n,
+					  (uint32_t)(k % 8) * 65536u, 65536, &peer,
+					  (uint32_t)(k % 8) * 65536u, (uint64_t)k);
+			usleep(delay);
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			for (uint64_t end = now_ms() + WAIT_MS;
+			     ok + bad < posted && now_ms() < end;) {
+				struct ibv_wc wc;
+
+				if (ibv_poll_cq(n.cq, 1, &wc) == 1)
+					*(wc.status == IBV_WC_SUCCESS ? &ok : &bad) += 1;
+			}
+			CHECK(posted == 24 && ok + bad == posted,
+			      "round %d (kill after %u us): all %d WRs complete, %d in error", i,
+			      (unsigned)delay, posted, bad);
+			done += bad > 0;
+		}
+		close(sock);
+		if (qp)
+			ibv_destroy_qp(qp);
+		if (fds0 < 0) { /* what the first link set up that stays */
+			wait_maps(0);
+			fds0 = count_fds();
+		}
+	}
+	printf("  %d of %d targets died with WRs of ours still in flight\n", done, KILL_ROUNDS / 2);
+	CHECK(wait_maps(0), "no ring of a dead child left: %d mapped", count_maps("uroce-shm"));
+	CHECK(wait_fds(fds0), "no descriptor left: %d before, %d after", fds0, count_fds());
+	/* and a new writer gets through */
+	memset(n.buf, 0, 65536);
+	pid = spawn(WRITER_ONCE, 99, &sock);
+	qp = meet(&n, sock, &peer, 7);
+	CHECK(qp && wait_byte(sock), "a new writer after the kills");
+	waitpid(pid, &st, 0);
+	close(sock);
+	{
+		uint8_t want[256];
+
+		fill(want, sizeof(want), 99);
+		CHECK(!memcmp(n.buf, want, sizeof(want)), "its data landed");
+	}
+	if (qp)
+		ibv_destroy_qp(qp);
+	node_close(&n);
+}
+
 #define NPROC 6
 
 static void test_many_procs(void)
@@ -658,9 +758,10 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		void (*fn)(void);
-	} tests[] = {{"stream", test_stream}, {"hostile", test_hostile},  {"races", test_races},
-		     {"kill", test_kill},     {"procs", test_many_procs}, {"1024", test_1024},
-		     {"silent", test_silent}};
+	} tests[] = {{"stream", test_stream},	 {"hostile", test_hostile},
+		     {"races", test_races},	 {"kill", test_kill},
+		     {"killany", test_kill_any}, {"procs", test_many_procs},
+		     {"1024", test_1024},	 {"silent", test_silent}};
 
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
 		if (!*only || !strcmp(only, tests[i].name))

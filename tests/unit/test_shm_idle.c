@@ -18,7 +18,11 @@
  *    spinning thread (a hog: its yields give the hog a whole slice, so it
  *    learns to sleep instead), while A sends with pauses long enough for it
  *    to fall asleep, gets every message, in order, and did sleep
- *    (shm_idle_sleeps).
+ *    (shm_idle_sleeps);
+ *  - parting (uroce_shm_part): a thread that shares its CPU with a
+ *    same-host peer moves to another CPU of its mask, gets its own mask
+ *    back, counts it (shm_parts), and does not do it again within the
+ *    rate limit; with a one-CPU mask, or without a link, it stays.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -350,6 +354,49 @@ static void test_sleeping_poller(void)
 	pair_close(&p);
 }
 
+/* uroce_shm_part moves the calling thread (the progress thread in real
+ * use) off its CPU and gives it back its own mask. */
+static void test_part(void)
+{
+	cpu_set_t all, one, got;
+	uint64_t parts0;
+	struct uroce_ctx *ctx;
+	struct pair p;
+	int cpu;
+
+	CHECK(!sched_getaffinity(0, sizeof(all), &all), "affinity");
+	CHECK(!pair_open(&p), "pair");
+	ctx = to_uctx(p.b.ctx);
+	CHECK(!uroce_shm_part(ctx), "no link yet: no parting");
+	CHECK(warm_up(&p), "links set up");
+	parts0 = CNT(&p.b, shm_parts);
+	if (CPU_COUNT(&all) > 1) {
+		uint64_t t0 = uroce_now_ns(), t1;
+		bool again;
+
+		cpu = sched_getcpu();
+		CHECK(uroce_shm_part(ctx), "with a link and two CPUs: parted");
+		CHECK(sched_getcpu() != cpu, "on another CPU: %d -> %d", cpu, sched_getcpu());
+		CHECK(!sched_getaffinity(0, sizeof(got), &got) && CPU_EQUAL(&got, &all),
+		      "its own mask back");
+		CHECK(CNT(&p.b, shm_parts) == parts0 + 1, "counted");
+		again = uroce_shm_part(ctx);
+		t1 = uroce_now_ns();
+		/* (only when all of it took less than the limit: no timing) */
+		CHECK(t1 - t0 >= 1000000 || !again, "not again within the rate limit");
+		usleep(2000);
+	} else {
+		printf("  one CPU: only the one-CPU case\n");
+	}
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	CHECK(!sched_setaffinity(0, sizeof(one), &one), "one CPU");
+	CHECK(!uroce_shm_part(ctx), "a one-CPU mask: stays");
+	CHECK(!sched_getaffinity(0, sizeof(got), &got) && CPU_EQUAL(&got, &one), "mask unchanged");
+	CHECK(!sched_setaffinity(0, sizeof(all), &all), "mask restored");
+	pair_close(&p);
+}
+
 int main(int argc, char **argv)
 {
 	const char *v = getenv("UROCE_SHM"), *only = argc > 1 ? argv[1] : "";
@@ -365,6 +412,8 @@ int main(int argc, char **argv)
 		test_ring_race();
 	if (!*only || !strcmp(only, "e2e"))
 		test_sleeping_poller();
+	if (!*only || !strcmp(only, "part"))
+		test_part();
 	printf("test_shm_idle: %u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
