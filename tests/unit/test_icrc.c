@@ -144,6 +144,14 @@ static void test_icrc_gather(void)
  * are those of the packet gathered from its MR with the ICRC req.c
  * computes (uroce_icrc_gather), and the ICRC for a segment's IPv4 ID k is
  * that of the packet sent with ID k. */
+static uint32_t wire_icrc(const uint8_t *pkt, uint32_t len)
+{
+	uint32_t v;
+
+	memcpy(&v, pkt + len - UR_ICRC_BYTES, sizeof(v));
+	return le32toh(v);
+}
+
 static void test_tx_copy(void)
 {
 	static uint8_t mr[4100], gathered[UR_BTH_BYTES + 16 + 4100 + 4], copied[sizeof(gathered)];
@@ -184,7 +192,7 @@ static void test_tx_copy(void)
 			uroce_tx_pkt_linear(&t, copied);
 			bad_bytes += memcmp(gathered, copied, t.len) != 0;
 			bad_bytes += uroce_icrc_compute(&ip, copied, t.len - UR_ICRC_BYTES) !=
-				     le32toh(*(uint32_t *)(copied + t.len - UR_ICRC_BYTES));
+				     wire_icrc(copied, t.len);
 			for (uint16_t k = 1; k < 64; k += 21) {
 				struct uroce_ipinfo seg = ip;
 
@@ -194,7 +202,7 @@ static void test_tx_copy(void)
 				bad_id +=
 				    memcmp(gathered, copied, t.len - UR_ICRC_BYTES) != 0 ||
 				    uroce_icrc_compute(&seg, gathered, t.len - UR_ICRC_BYTES) !=
-					le32toh(*(uint32_t *)(copied + t.len - UR_ICRC_BYTES));
+					wire_icrc(copied, t.len);
 			}
 			n++;
 		}
