@@ -697,7 +697,14 @@ struct uroce_tx_pkt {
 	uint8_t *trl;
 	uint32_t tlen;
 	uint32_t len;
+	/* Not NULL: trl holds the pad only, the ICRC (for this ip) is computed
+	 * while the payload is copied into the batch (uroce_tx_copy_wanted). */
+	const struct uroce_ipinfo *icrc_ip;
 };
+/* Is a packet of paylen payload bytes copied into the transmit batch (its
+ * ICRC in the same pass) rather than gathered from its MR?  Below
+ * UROCE_TX_GATHER_MIN (src/net/gso.c). */
+bool uroce_tx_copy_wanted(uint32_t paylen);
 /* May a packet to ip go through uroce_ep_xmit_gather?  Not with capture
  * or batching off, nor to a peer the same-host wire may serve. */
 bool uroce_ep_gather_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip);

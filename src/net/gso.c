@@ -29,6 +29,7 @@
 
 #include "uroce.h"
 #include "net/pcap.h"
+#include "transport/pkt.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -287,17 +288,53 @@ bool uroce_gso_add(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
 	return true;
 }
 
-void uroce_tx_pkt_linear(const struct uroce_tx_pkt *t, uint8_t *buf)
+/* Payloads below this many bytes are copied into the batch, the ICRC
+ * computed in the same pass, and the packet leaves as part of one piece
+ * per GSO datagram; larger ones are gathered from their MR (header,
+ * payload and trailer pieces).  The kernel charges each piece of a
+ * sendmmsg; docs/design.md, "The MR as the kernel's landing place". */
+#define TX_GATHER_MIN_DEFAULT 2048
+
+bool uroce_tx_copy_wanted(uint32_t paylen)
 {
+	static long gather_min = -1;
+
+	if (gather_min < 0) {
+		const char *v = getenv("UROCE_TX_GATHER_MIN");
+
+		gather_min = v && *v ? strtol(v, NULL, 0) : TX_GATHER_MIN_DEFAULT;
+		if (gather_min < 0)
+			gather_min = 0;
+	}
+	return paylen < (unsigned long)gather_min;
+}
+
+/* The t->len bytes of t into buf; when t->icrc_ip asks for it, the ICRC
+ * for ip (its IPv4 ID too) computed while the payload is copied. */
+static void tx_place(const struct uroce_tx_pkt *t, const struct uroce_ipinfo *ip, uint8_t *buf)
+{
+	uint32_t pad = t->tlen - UR_ICRC_BYTES, icrc;
 	uint8_t *p = buf;
 
 	memcpy(p, t->hdr, t->hlen);
 	p += t->hlen;
-	for (int i = 0; i < t->niov; i++) {
-		memcpy(p, t->iov[i].iov_base, t->iov[i].iov_len);
-		p += t->iov[i].iov_len;
+	if (!t->icrc_ip) {
+		for (int i = 0; i < t->niov; i++) {
+			memcpy(p, t->iov[i].iov_base, t->iov[i].iov_len);
+			p += t->iov[i].iov_len;
+		}
+		memcpy(p, t->trl, t->tlen);
+		return;
 	}
-	memcpy(p, t->trl, t->tlen);
+	icrc = htole32(uroce_icrc_gather_copy(ip, t->hdr, t->hlen, t->iov, t->niov, pad, p));
+	p = buf + t->len - t->tlen;
+	memset(p, 0, pad);
+	memcpy(p + pad, &icrc, UR_ICRC_BYTES);
+}
+
+void uroce_tx_pkt_linear(const struct uroce_tx_pkt *t, uint8_t *buf)
+{
+	tx_place(t, t->icrc_ip, buf);
 }
 
 /* The gathered packet as one buffer, sent by itself: the endpoint stopped
@@ -328,6 +365,23 @@ void uroce_gso_add_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
 	if (!ep->gso) {
 		pthread_mutex_unlock(&ep->tx_lock);
 		send_linear(ep, ip, t);
+		return;
+	}
+	if (t->icrc_ip) {
+		/* copied whole, its ICRC for its segment's ID in the same pass:
+		 * one piece with the packets before it in the group */
+		uint8_t *p = tx->buf;
+
+		g = tx_group(ep, ip, t->len, t->len, 1);
+		seg_ip = *ip;
+		seg_ip.ipid = (uint16_t)g->nseg;
+		p += tx->used;
+		tx_place(t, &seg_ip, p);
+		tx->used += t->len;
+		tx_piece(tx, g, p, t->len);
+		tx_added(ep, g, t->len);
+		pthread_mutex_unlock(&ep->tx_lock);
+		uroce_count(ep->ctx, tx_in_place, 1);
 		return;
 	}
 	g = tx_group(ep, ip, t->len, t->hlen + t->tlen, (uint32_t)t->niov + 2);

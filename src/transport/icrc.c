@@ -280,8 +280,8 @@ uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth, u
 			   len_no_icrc - UR_BTH_BYTES);
 }
 
-uint32_t uroce_icrc_gather(const struct uroce_ipinfo *ip, const uint8_t *hdr, uint32_t hlen,
-			   const struct iovec *iov, int niov, uint32_t pad)
+uint32_t uroce_icrc_gather_copy(const struct uroce_ipinfo *ip, const uint8_t *hdr, uint32_t hlen,
+				const struct iovec *iov, int niov, uint32_t pad, uint8_t *dst)
 {
 	static const uint8_t zero[3];
 	uint32_t n = hlen + pad, crc;
@@ -289,9 +289,21 @@ uint32_t uroce_icrc_gather(const struct uroce_ipinfo *ip, const uint8_t *hdr, ui
 	for (int i = 0; i < niov; i++)
 		n += (uint32_t)iov[i].iov_len;
 	crc = uroce_crc32(icrc_head(ip, hdr, n), hdr + UR_BTH_BYTES, hlen - UR_BTH_BYTES);
-	for (int i = 0; i < niov; i++)
-		crc = uroce_crc32(crc, iov[i].iov_base, iov[i].iov_len);
+	for (int i = 0; i < niov; i++) {
+		if (!dst) {
+			crc = uroce_crc32(crc, iov[i].iov_base, iov[i].iov_len);
+			continue;
+		}
+		crc = uroce_crc32_copy(dst, iov[i].iov_base, iov[i].iov_len, crc);
+		dst += iov[i].iov_len;
+	}
 	return uroce_crc32(crc, zero, pad);
+}
+
+uint32_t uroce_icrc_gather(const struct uroce_ipinfo *ip, const uint8_t *hdr, uint32_t hlen,
+			   const struct iovec *iov, int niov, uint32_t pad)
+{
+	return uroce_icrc_gather_copy(ip, hdr, hlen, iov, niov, pad, NULL);
 }
 
 bool uroce_icrc_ok(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip)

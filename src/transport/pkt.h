@@ -260,6 +260,10 @@ uint32_t uroce_icrc_compute(const struct uroce_ipinfo *ip, const uint8_t *bth,
 struct iovec;
 uint32_t uroce_icrc_gather(const struct uroce_ipinfo *ip, const uint8_t *hdr, uint32_t hlen,
 			   const struct iovec *iov, int niov, uint32_t pad);
+/* The same, copying the payload pieces one after the other to dst in the
+ * same pass (a packet built in the transmit batch, src/net/gso.c). */
+uint32_t uroce_icrc_gather_copy(const struct uroce_ipinfo *ip, const uint8_t *hdr, uint32_t hlen,
+				const struct iovec *iov, int niov, uint32_t pad, uint8_t *dst);
 /* uroce_icrc_ok, copying the payload into the pieces dst[0..ndst) (as many
  * bytes as it has) in the same pass. */
 bool uroce_icrc_ok_copy(const struct uroce_pkt *pkt, const struct uroce_ipinfo *ip,

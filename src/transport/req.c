@@ -80,8 +80,12 @@ bool uroce_qp_xmit_gather(struct uroce_qp *qp, struct uroce_pkt *pkt, const stru
 	if (qp->sk)
 		uroce_sack_tx(qp, pkt);
 	piggy_tx(qp, pkt);
-	icrc = htole32(uroce_icrc_gather(&qp->path, t.hdr, t.hlen, iov, niov, pkt->pad));
-	memcpy(trl + pkt->pad, &icrc, UR_ICRC_BYTES);
+	if (uroce_tx_copy_wanted(pkt->len - t.hlen - t.tlen)) {
+		t.icrc_ip = &qp->path; /* computed while gso.c copies the payload */
+	} else {
+		icrc = htole32(uroce_icrc_gather(&qp->path, t.hdr, t.hlen, iov, niov, pkt->pad));
+		memcpy(trl + pkt->pad, &icrc, UR_ICRC_BYTES);
+	}
 	t.trl = trl;
 	ur_trace("QP 0x%06x tx %s psn %u len %u (gathered)", qp->ibqp.qp_base.qp_num,
 		 uroce_opcode_name(pkt->opcode), pkt->psn, pkt->len);

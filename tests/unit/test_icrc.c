@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "uroce.h"
 #include "transport/pkt.h"
 
 #include "check.h"
@@ -136,6 +137,79 @@ static void test_icrc_gather(void)
 		}
 	}
 	CHECK(bad == 0, "uroce_icrc_gather differs from uroce_icrc_compute %u times", bad);
+}
+
+/* A packet below UROCE_TX_GATHER_MIN is copied into the transmit batch
+ * with its ICRC computed in the same pass (gso.c, t->icrc_ip): the bytes
+ * are those of the packet gathered from its MR with the ICRC req.c
+ * computes (uroce_icrc_gather), and the ICRC for a segment's IPv4 ID k is
+ * that of the packet sent with ID k. */
+static uint32_t wire_icrc(const uint8_t *pkt, uint32_t len)
+{
+	uint32_t v;
+
+	memcpy(&v, pkt + len - UR_ICRC_BYTES, sizeof(v));
+	return le32toh(v);
+}
+
+static void test_tx_copy(void)
+{
+	static uint8_t mr[4100], gathered[UR_BTH_BYTES + 16 + 4100 + 4], copied[sizeof(gathered)];
+	struct uroce_ipinfo ip = {.family = AF_INET, .sport = 49153, .dport = 4791};
+	unsigned bad_bytes = 0, bad_id = 0, n = 0;
+	uint8_t hdr[UR_BTH_BYTES + 16];
+
+	ip.src.v4.s_addr = htonl(0x0a000003);
+	ip.dst.v4.s_addr = htonl(0x0a000004);
+	for (size_t i = 0; i < sizeof(mr); i++)
+		mr[i] = (uint8_t)rnd();
+	for (size_t i = 0; i < sizeof(hdr); i++)
+		hdr[i] = (uint8_t)rnd();
+	for (uint32_t paylen = 1; paylen <= 4096; paylen = paylen * 2 + 1) {
+		for (uint32_t hlen = UR_BTH_BYTES; hlen <= UR_BTH_BYTES + 16; hlen += 16) {
+			uint32_t pad = (0u - paylen) & 3u, cut = paylen / 3, icrc;
+			struct iovec iov[2] = {{mr + 1, cut}, {mr + 1 + cut, paylen - cut}};
+			uint8_t trl[3 + UR_ICRC_BYTES] = {0};
+			struct uroce_tx_pkt t = {.hdr = hdr,
+						 .hlen = hlen,
+						 .iov = iov,
+						 .niov = 2,
+						 .trl = trl,
+						 .tlen = pad + UR_ICRC_BYTES,
+						 .len = hlen + paylen + pad + UR_ICRC_BYTES};
+
+			/* the gather path: ICRC computed by req.c, bytes as the
+			 * kernel joins the pieces */
+			icrc = htole32(uroce_icrc_gather(&ip, hdr, hlen, iov, 2, pad));
+			memcpy(trl + pad, &icrc, UR_ICRC_BYTES);
+			memset(gathered, 0xa5, sizeof(gathered));
+			uroce_tx_pkt_linear(&t, gathered);
+			/* the copy path: trailer left to the copy */
+			memset(trl, 0x5a, sizeof(trl));
+			memset(trl, 0, pad);
+			t.icrc_ip = &ip;
+			memset(copied, 0xc3, sizeof(copied));
+			uroce_tx_pkt_linear(&t, copied);
+			bad_bytes += memcmp(gathered, copied, t.len) != 0;
+			bad_bytes += uroce_icrc_compute(&ip, copied, t.len - UR_ICRC_BYTES) !=
+				     wire_icrc(copied, t.len);
+			for (uint16_t k = 1; k < 64; k += 21) {
+				struct uroce_ipinfo seg = ip;
+
+				seg.ipid = k;
+				t.icrc_ip = &seg;
+				uroce_tx_pkt_linear(&t, copied);
+				bad_id +=
+				    memcmp(gathered, copied, t.len - UR_ICRC_BYTES) != 0 ||
+				    uroce_icrc_compute(&seg, gathered, t.len - UR_ICRC_BYTES) !=
+					wire_icrc(copied, t.len);
+			}
+			n++;
+		}
+	}
+	CHECK(n > 10 && bad_bytes == 0,
+	      "copied packet differs from the gathered one %u times in %u", bad_bytes, n);
+	CHECK(bad_id == 0, "copied packet's ICRC wrong for its IPv4 ID %u times", bad_id);
 }
 
 /* The ICRC by its definition (IBTA A17.3.3), bit by bit over the masked
@@ -390,6 +464,7 @@ int main(int argc, char **argv)
 	test_crc_known("uroce_crc32_sw", uroce_crc32_sw);
 	test_crc_random();
 	test_icrc_gather();
+	test_tx_copy();
 	test_icrc_hcache();
 	n = test_vectors(path, &v4, &v6);
 	printf("test_icrc: %u vectors from %s (%s)\n", n, path,
