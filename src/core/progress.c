@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/prctl.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,10 +42,11 @@ void uroce_progress_wake(struct uroce_ctx *ctx)
 }
 
 /* Fire expired timers; return the next deadline (0 = none). */
-static uint64_t run_timers_locked(struct uroce_ctx *ctx)
+static uint64_t run_timers(struct uroce_ctx *ctx)
 {
 	uint64_t now = uroce_now_ns(), next = 0;
 
+	pthread_mutex_lock(&ctx->lock);
 	atomic_store(&ctx->timer_ns, 0);
 	for (int i = 0; i < ctx->nqps; i++) {
 		struct uroce_qp *qp = ctx->qps[i];
@@ -74,44 +74,8 @@ static uint64_t run_timers_locked(struct uroce_ctx *ctx)
 		if (atomic_compare_exchange_weak(&ctx->timer_ns, &cur, next))
 			break;
 	}
+	pthread_mutex_unlock(&ctx->lock);
 	return atomic_load(&ctx->timer_ns);
-}
-
-static uint64_t run_timers(struct uroce_ctx *ctx)
-{
-	uint64_t t;
-
-	pthread_mutex_lock(&ctx->lock);
-	t = run_timers_locked(ctx);
-	pthread_mutex_unlock(&ctx->lock);
-	return t;
-}
-
-/* Timers that fall due while an application thread runs in the library
- * (ibv_poll_cq, its ACK wait: src/verbs/cq.c) fire in that thread, not
- * only when the progress thread's timer gets the CPU: a paced sender's
- * next burst (cc.c) leaves as soon as it is due, from a thread that is
- * already running.  Under CPU load the progress thread's wake-ups came
- * 75-200 us late, and a paced flow's share of a bottleneck followed that
- * lateness (docs/selective-repeat.md, "Session 13").  The same scan as
- * the thread's, under the same locks (ctx->lock, then each qp->lock: one
- * sender at a time); a trylock, so a scan already under way is left to
- * its thread.  A relaxed load when nothing is due.  UROCE_APP_TIMERS=0:
- * the progress thread alone (measurements). */
-static int app_timers_mode = -1;
-
-void uroce_progress_due(struct uroce_ctx *ctx, uint64_t now)
-{
-	uint64_t t = atomic_load_explicit(&ctx->timer_ns, memory_order_relaxed);
-
-	if (!t || t > now || !uroce_env_on("UROCE_APP_TIMERS", &app_timers_mode) ||
-	    pthread_mutex_trylock(&ctx->lock))
-		return;
-	run_timers_locked(ctx);
-	pthread_mutex_unlock(&ctx->lock);
-	uroce_count(ctx, app_timer_runs, 1);
-	for (int i = 0; i < atomic_load(&ctx->nep); i++)
-		uroce_ep_flush(ctx->ep[i]);
 }
 
 /* While an application thread polled a CQ less than UROCE_APP_POLL_GRACE
@@ -120,9 +84,6 @@ void uroce_progress_due(struct uroce_ctx *ctx, uint64_t now)
  * deferred and then left (src/net/endpoint.c). */
 #define UROCE_APP_POLL_GRACE_NS 2000000ull
 #define UROCE_GRACE_SLICE_MS	1
-
-/* The progress thread's timer slack (prctl PR_SET_TIMERSLACK). */
-#define UROCE_PROGRESS_SLACK_NS 1000ul
 
 static void drain_wake(struct uroce_ctx *ctx)
 {
@@ -512,10 +473,6 @@ static void *progress_main(void *arg)
 	struct epoll_event ev[16];
 	struct spin_learn learn = {0};
 
-	/* Its timers fire when due: Linux lets a normal thread's sleep run
-	 * up to its timer slack (50 us) late so that wake-ups coalesce, and
-	 * a pacer's wake-up is due every few hundred microseconds (cc.c). */
-	prctl(PR_SET_TIMERSLACK, UROCE_PROGRESS_SLACK_NS, 0, 0, 0);
 	while (!atomic_load(&ctx->stop)) {
 		uint64_t t = atomic_load(&ctx->timer_ns), now = uroce_now_ns(), grace;
 		int timeout = -1, n, got = 0;

@@ -85,9 +85,6 @@
 	  "ibv_poll_cq slept on the UDP sockets instead of yielding: the CPU is loaded (cq.c)")    \
 	X(app_coloc_waits, "app_coloc_waits",                                                      \
 	  "waits in ibv_poll_cq that yield after 1 us: the peer taken to share the CPU (cq.c)")    \
-	X(app_timer_runs, "app_timer_runs",                                                        \
-	  "timers (pacing, retransmission) fired by an application thread in ibv_poll_cq "         \
-	  "(progress.c)")                                                                          \
 	X(fault_drop, "fault_drop", "UROCE_FAULT: packets dropped")                                \
 	X(fault_dup, "fault_dup", "UROCE_FAULT: packets duplicated")                               \
 	X(fault_reorder, "fault_reorder", "UROCE_FAULT: packets reordered")                        \

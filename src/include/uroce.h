@@ -808,8 +808,6 @@ int uroce_progress_add_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
 void uroce_progress_del_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
 /* A QP armed a timer for deadline (ns, uroce_now_ns clock). */
 void uroce_progress_arm(struct uroce_ctx *ctx, uint64_t deadline);
-/* Fire the timers that are due from an application thread (progress.c). */
-void uroce_progress_due(struct uroce_ctx *ctx, uint64_t now);
 
 /* transport: called with qp->lock held */
 void uroce_req_progress(struct uroce_qp *qp);

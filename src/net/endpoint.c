@@ -1049,18 +1049,7 @@ bool uroce_ctx_wait_acks(struct uroce_ctx *ctx, uint64_t now)
 	if (atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed))
 		atomic_store_explicit(&ctx->app_poll_ns, now + UROCE_WAIT_MS * 1000000ull,
 				      memory_order_relaxed);
-	{
-		/* no longer than to the next timer (a paced burst): the
-		 * poll after the wait fires it (uroce_progress_due) */
-		uint64_t t = atomic_load_explicit(&ctx->timer_ns, memory_order_relaxed),
-			 ns = UROCE_WAIT_MS * 1000000ull;
-		struct timespec ts;
-
-		if (t && (t <= now || t - now < ns))
-			ns = t > now ? t - now : 0;
-		ts = (struct timespec){.tv_sec = 0, .tv_nsec = (long)ns};
-		ppoll(pfd, (nfds_t)npfd, &ts, NULL);
-	}
+	poll(pfd, (nfds_t)npfd, UROCE_WAIT_MS);
 	for (int i = 0; i < nep; i++)
 		uroce_shm_wait(ctx->ep[i], false);
 	return true;

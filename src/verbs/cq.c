@@ -488,7 +488,6 @@ void uroce_cq_drive(struct uroce_cq *cq)
 		return;
 	}
 	now = uroce_now_ns();
-	uroce_progress_due(ctx, now); /* a paced burst due now leaves from here */
 	/* A poll of an armed CQ is the last look before a sleep on its
 	 * channel (arm, drain, wait), not a busy poller (progress.c). */
 	armed = __atomic_load_n(&cq->armed, __ATOMIC_RELAXED);
