@@ -297,16 +297,9 @@ bool uroce_gso_add(struct uroce_ep *ep, const struct uroce_ipinfo *ip, const voi
 
 bool uroce_tx_copy_wanted(uint32_t paylen)
 {
-	static long gather_min = -1;
+	static uint64_t v = UINT64_MAX;
 
-	if (gather_min < 0) {
-		const char *v = getenv("UROCE_TX_GATHER_MIN");
-
-		gather_min = v && *v ? strtol(v, NULL, 0) : TX_GATHER_MIN_DEFAULT;
-		if (gather_min < 0)
-			gather_min = 0;
-	}
-	return paylen < (unsigned long)gather_min;
+	return paylen < uroce_env_num("UROCE_TX_GATHER_MIN", TX_GATHER_MIN_DEFAULT, &v);
 }
 
 /* The t->len bytes of t into buf; when t->icrc_ip asks for it, the ICRC

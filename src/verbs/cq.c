@@ -382,7 +382,6 @@ struct cq_wait {
 	unsigned long_yields; /* consecutive yields that ran another process for a slice */
 	uint64_t hog_ns;      /* when the last of UROCE_HOG_YIELDS such yields ended (0: none) */
 	uint64_t probe_ns;    /* the last probe (udp_idle) */
-	bool probing;	      /* this yield is a probe */
 };
 
 static void cq_wait_end(struct cq_wait *w)
@@ -411,18 +410,17 @@ static void cq_wait_begin(struct uroce_ctx *ctx, struct cq_wait *w, uint64_t now
 static void cq_wait_yielded(struct uroce_ctx *ctx, struct cq_wait *w, uint64_t d)
 {
 	uroce_count(ctx, app_yields, 1);
-	if (d <= UROCE_YIELD_SLICE_NS) {
-		w->long_yields = 0;
-		w->hog_ns = 0; /* (a probe) came back soon: the load has gone */
-	}
-	w->probing = false;
 	if (d > UROCE_YIELD_SLICE_NS) {
 		uroce_count(ctx, app_long_yields, 1);
 		if (++w->long_yields >= UROCE_HOG_YIELDS)
 			w->hog_ns = uroce_now_ns();
 		w->after_yield = 0;
 		w->yield_ns = UROCE_POLL_YIELD_NS;
-	} else if (d > UROCE_YIELD_RAN_NS) {
+		return;
+	}
+	w->long_yields = 0;
+	w->hog_ns = 0; /* (a probe) came back soon: the load has gone */
+	if (d > UROCE_YIELD_RAN_NS) {
 		w->yielded = true;
 	} else if (w->yield_ns < UROCE_POLL_YIELD_NS) {
 		w->after_yield = 0;
@@ -459,7 +457,6 @@ static int udp_idle(struct uroce_ctx *ctx, struct cq_wait *w, uint64_t now)
 		return 0;
 	if (now - w->probe_ns > UROCE_HOG_PROBE_NS) {
 		w->probe_ns = now;
-		w->probing = true;
 		return 0;
 	}
 	if (!uroce_ctx_polled_alone(ctx, now))
