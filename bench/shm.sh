@@ -63,6 +63,7 @@ mkdir -p "$RAW"
 for t in shm_pingpong udp_pingpong memcpy_bw xcopy_bw; do
 	cc -O2 -Wall -o "$TOOLS/$t" "$BENCH_DIR/$t.c" || exit 1
 done
+cc -O2 -Wall -o "$TOOLS/msg_cpu" "$BENCH_DIR/msg_cpu.c" -libverbs || exit 1
 VARIANT=""
 if ((HOG)); then
 	VARIANT=_hog
@@ -83,7 +84,7 @@ add() {
 	V[$1]+="$2 "
 	VR[$1]+="$REP:$2 "
 	case $1 in
-	*lat* | floor/*) metric=lat_us ;;
+	*lat* | floor/* | msgcpu/*) metric=lat_us ;;
 	cpu/*) metric=cpu_s_per_GB ;;
 	write_bw_2B/*) metric=Mmsg_s ;;
 	esac
@@ -186,6 +187,13 @@ for ((r = 1; r <= REPS; r++)); do
 	add floor/udp "$(timeout -k 3 60 "$TOOLS/udp_pingpong" client -H 127.0.0.1 -p "$UPORT" -s 2 -n 20000 \
 		-T 2 2>/dev/null | sed -n 's/.*median_us=\([0-9.]*\).*/\1/p' | head -1)"
 	wait "$upid" # (only our own: the qperf server and the hogs run on)
+	# the CPU of one message, nothing waited for (bench/msg_cpu.c): the
+	# 10th percentile of its chunks, in us
+	for p in shm udp; do
+		add "msgcpu/$p" "$(env UROCE_SHM=$([[ $p == shm ]] && echo 1 || echo 0) timeout -k 3 60 \
+			"$UROCE" run -- "$TOOLS/msg_cpu" $([[ $p == shm ]] && echo 200000 || echo 20000) |
+			sed -n 's/.*p10_ns=\([0-9.]*\).*/\1/p' | awk '{ printf "%.3f", $1 / 1000 }')"
+	done
 	out=$("$TOOLS/memcpy_bw" 65536)
 	add memcpy/64K "$(sed -n 's/.*hot_MBps=\([0-9.]*\).*/\1/p' <<<"$out")"
 	add memcpy/64K_dram "$(sed -n 's/.*stream_MBps=\([0-9.]*\).*/\1/p' <<<"$out")"
@@ -292,6 +300,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%
 	echo "|---|---:|"
 	echo "| cache-line ping-pong one-way (bench/shm_pingpong.c) | $(m floor/shm) us |"
 	echo "| busy-poll UDP ping-pong one-way (bench/udp_pingpong.c) | $(m floor/udp) us |"
+	echo "| CPU of one one-way message, one thread, shm / UDP (bench/msg_cpu.c, p10) | $(m msgcpu/shm) / $(m msgcpu/udp) us |"
 	echo "| UCX posix tag_lat 8 B | $(m ucx/tag_lat) us |"
 	echo "| UCX posix tag_bw 1 MiB | $(m ucx/tag_bw) MB/s |"
 	echo "| UCX tag_bw 1 MiB over uroce rc_verbs, single copy (pull) | $(m ucx_bw/rc_pull) MB/s |"

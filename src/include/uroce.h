@@ -128,6 +128,7 @@ struct uroce_ep {
 	uint32_t next_slot; /* where the search for a free slot starts */
 	pthread_mutex_t rx_lock;
 	struct uroce_ep_rx *rx;
+	uint64_t rx_ns; /* the clock of the receive batch in hand (rx_lock; 0: not read) */
 	/* transmit batch for UDP GSO (src/net/gso.c); tx_lock is a leaf lock */
 	pthread_mutex_t tx_lock;
 	struct uroce_ep_tx *tx;
@@ -533,6 +534,10 @@ struct uroce_qp {
 		uint64_t progress_ns; /* when the timeout last started over */
 		uint64_t srtt_ns;     /* smoothed round trip, 0 = none measured yet */
 		uint64_t rtt_t0;      /* rtt_psn's send time, while rtt_on */
+		/* the clock, read once for the packet being sent (req_step, a
+		 * resend) and used by its pacing, its selective-repeat record,
+		 * its round-trip timing and the timer: 0 outside a send */
+		uint64_t tx_ns;
 		uint32_t rtt_psn;
 		bool rtt_on;
 		uint8_t probes;	       /* probes sent since the timeout started over */
@@ -747,7 +752,10 @@ int uroce_udp_send_msg(struct uroce_ep *ep, const struct uroce_udp_msg *m);
  * engine); uroce_ep_poll_app, for an application thread in ibv_poll_cq,
  * may defer a few (see "ACK deferral" in src/net/endpoint.c). */
 int uroce_ep_poll(struct uroce_ep *ep, int budget);
-int uroce_ep_poll_app(struct uroce_ep *ep, int budget);
+int uroce_ep_poll_app(struct uroce_ep *ep, int budget, uint64_t now);
+/* The clock of the receive batch being handled (read once per batch, or
+ * the application poll's own): a round-trip sample's end (req.c). */
+uint64_t uroce_ep_rx_clock(struct uroce_ep *ep);
 /* The progress thread's spin: as uroce_ep_poll, but while ep has
  * same-host peers the UDP socket is read only now and then (shm.h). */
 int uroce_ep_poll_spin(struct uroce_ep *ep, int budget);

@@ -1069,7 +1069,22 @@ static void count_batch(struct uroce_ep *ep)
 static void batch_done(struct uroce_ep *ep, int n, bool app)
 {
 	flush_batch_acks(ep, app, n);
-	uroce_ep_flush(ep); /* and what they made the QPs send */
+	uroce_ep_flush(ep);				   /* and what they made the QPs send */
+	__atomic_store_n(&ep->rx_ns, 0, __ATOMIC_RELAXED); /* the next batch reads it again */
+}
+
+/* One clock read per receive batch, and none for a batch that times no
+ * round trip: an application's poll hands in the time it read before it
+ * looked (uroce_cq_drive), which is when the batch was found. */
+uint64_t uroce_ep_rx_clock(struct uroce_ep *ep)
+{
+	uint64_t now = __atomic_load_n(&ep->rx_ns, __ATOMIC_RELAXED);
+
+	if (!now) {
+		now = uroce_now_ns();
+		__atomic_store_n(&ep->rx_ns, now, __ATOMIC_RELAXED);
+	}
+	return now;
 }
 
 /* Read prediction (docs/latency.md).  A recvmmsg that finds one datagram
@@ -1220,12 +1235,13 @@ static int poll_shm(struct uroce_ep *ep, int budget, bool app)
 /* app: an application thread in ibv_poll_cq (ACKs may be deferred);
  * every_udp: read the UDP socket on every call, even while the endpoint
  * has same-host peers (the progress thread woken by the socket). */
-static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp)
+static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp, uint64_t now)
 {
 	int done = 0, released = 0;
 
 	if (pthread_mutex_trylock(&ep->rx_lock))
 		return -EBUSY; /* another thread is draining this socket */
+	__atomic_store_n(&ep->rx_ns, now, __ATOMIC_RELAXED);
 	deferring_acks = app;
 	done = poll_shm(ep, budget, app);
 	if (every_udp || uroce_shm_udp_due(ep))
@@ -1242,25 +1258,26 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp)
 		flush_batch_acks(ep, app, 0);
 	deferring_acks = false;
 	uroce_ep_flush(ep); /* READ responses, atomic ACKs, window refills */
+	__atomic_store_n(&ep->rx_ns, 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&ep->rx_lock);
 	return done;
 }
 
 int uroce_ep_poll(struct uroce_ep *ep, int budget)
 {
-	int n = ep_poll(ep, budget, false, true);
+	int n = ep_poll(ep, budget, false, true, 0);
 
 	return n < 0 ? 0 : n;
 }
 
 int uroce_ep_poll_woken(struct uroce_ep *ep, int budget)
 {
-	return ep_poll(ep, budget, false, true);
+	return ep_poll(ep, budget, false, true, 0);
 }
 
 int uroce_ep_poll_spin(struct uroce_ep *ep, int budget)
 {
-	int n = ep_poll(ep, budget, false, false);
+	int n = ep_poll(ep, budget, false, false, 0);
 
 	return n < 0 ? 0 : n;
 }
@@ -1270,14 +1287,14 @@ int uroce_ep_poll_look(struct uroce_ep *ep, int budget)
 	int n;
 
 	looking = true;
-	n = ep_poll(ep, budget, true, true);
+	n = ep_poll(ep, budget, true, true, 0);
 	looking = false;
 	return n;
 }
 
-int uroce_ep_poll_app(struct uroce_ep *ep, int budget)
+int uroce_ep_poll_app(struct uroce_ep *ep, int budget, uint64_t now)
 {
-	int n = ep_poll(ep, budget, true, false);
+	int n = ep_poll(ep, budget, true, false, now);
 
 	return n < 0 ? 0 : n;
 }

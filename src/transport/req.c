@@ -134,7 +134,7 @@ static bool probe_claim(struct uroce_qp *qp, unsigned int rx)
 
 /* The responder showed progress (or sending starts): the timeout starts
  * over, and the first probe is due in probe_ns(). */
-void uroce_req_arm(struct uroce_qp *qp)
+static void req_arm_at(struct uroce_qp *qp, uint64_t now)
 {
 	uint64_t t = rc_timeout_ns(qp), p;
 
@@ -142,7 +142,7 @@ void uroce_req_arm(struct uroce_qp *qp)
 		qp->req.deadline_ns = 0;
 		return;
 	}
-	qp->req.progress_ns = uroce_now_ns();
+	qp->req.progress_ns = now ? now : uroce_now_ns();
 	qp->req.probes = 0;
 	qp->req.probe_rx = atomic_load_explicit(&qp->ep->rx_batches, memory_order_relaxed);
 	p = probe_ns(qp);
@@ -150,15 +150,33 @@ void uroce_req_arm(struct uroce_qp *qp)
 	uroce_progress_arm(qp->ctx, qp->req.deadline_ns);
 }
 
+void uroce_req_arm(struct uroce_qp *qp)
+{
+	req_arm_at(qp, 0);
+}
+
+/* The clock for a packet about to be sent: one clock_gettime serves its
+ * pacing check, its selective-repeat record (uroce_sack_tx), its round
+ * trip's start and the timer armed after it - four reads per packet
+ * before, about a tenth of a same-host one-way message's CPU time
+ * (docs/design.md, "The per-message CPU of the same-host wire"). */
+static uint64_t req_clock(struct uroce_qp *qp)
+{
+	return qp->req.tx_ns = uroce_now_ns();
+}
+
 /* An ACK covers psn: the round trip sample, if it is the one timed. */
 void uroce_req_rtt(struct uroce_qp *qp, uint32_t psn)
 {
-	uint64_t s;
+	uint64_t s, now;
 
 	if (!qp->req.rtt_on || ur_psn_diff(psn, qp->req.rtt_psn) < 0)
 		return;
 	qp->req.rtt_on = false;
-	s = uroce_now_ns() - qp->req.rtt_t0;
+	now = uroce_ep_rx_clock(qp->ep);
+	if (now < qp->req.rtt_t0) /* sent after the batch's clock was read */
+		now = uroce_now_ns();
+	s = now - qp->req.rtt_t0;
 	qp->req.srtt_ns = qp->req.srtt_ns ? qp->req.srtt_ns - qp->req.srtt_ns / 8 + s / 8 : s;
 	if (qp->sk)
 		uroce_cc_rtt(qp, s);
@@ -229,7 +247,7 @@ static void req_advance(struct uroce_qp *qp, uint32_t n)
 	if (!qp->req.rtt_on && qp->tr != UR_TR_UC) {
 		qp->req.rtt_on = true;
 		qp->req.rtt_psn = (psn + n - 1) & UR_PSN_MASK;
-		qp->req.rtt_t0 = uroce_now_ns();
+		qp->req.rtt_t0 = qp->req.tx_ns ? qp->req.tx_ns : uroce_now_ns();
 	}
 	qp->req.max_psn = qp->req.psn;
 }
@@ -563,7 +581,19 @@ static enum req_result send_atomic(struct uroce_qp *qp, struct uroce_swqe *w)
  * same bytes, with AckReq.  Inside a READ, the request for the rest of
  * its chunk from psn on (the responder answers a duplicate READ from
  * memory, 9.7.5.1.1).  Nothing of the send state moves. */
+static bool req_resend(struct uroce_qp *qp, uint32_t psn);
+
 bool uroce_req_resend(struct uroce_qp *qp, uint32_t psn)
+{
+	bool sent;
+
+	req_clock(qp);
+	sent = req_resend(qp, psn);
+	qp->req.tx_ns = 0;
+	return sent;
+}
+
+static bool req_resend(struct uroce_qp *qp, uint32_t psn)
 {
 	enum ibv_wc_status st;
 	struct uroce_swqe *w;
@@ -658,8 +688,10 @@ static enum req_result req_step(struct uroce_qp *qp)
 	if (w->opcode == IBV_WR_BIND_MW || w->opcode == IBV_WR_LOCAL_INV)
 		return exec_local(qp, w);
 	/* no faster than the window's rate (cc.c): a wake-up sends on */
-	if (uroce_cc_pacing(qp) && !uroce_cc_pace_ok(qp, uroce_now_ns()))
+	if (uroce_cc_pacing(qp) && !uroce_cc_pace_ok(qp, req_clock(qp)))
 		return REQ_BLOCKED;
+	if (!qp->req.tx_ns)
+		req_clock(qp);
 	/* same host: room in the ring for a pulled message's bytes (pull.c) */
 	if (!qp->req.offset && uroce_pull_wait(qp, w))
 		return REQ_BLOCKED;
@@ -679,6 +711,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 void uroce_req_run(struct uroce_qp *qp)
 {
 	enum req_result r;
+	uint64_t now = 0; /* the last packet's clock */
 
 	if (qp->attr.qp_state != IBV_QPS_RTS)
 		return;
@@ -688,13 +721,17 @@ void uroce_req_run(struct uroce_qp *qp)
 		qp->req.rnr_until_ns = 0;
 	}
 	do {
+		qp->req.tx_ns = 0;
 		r = req_step(qp);
 		ur_trace("QP 0x%06x req step: %s", qp->ibqp.qp_base.qp_num, req_result_name[r]);
+		if (r == REQ_SENT || r == REQ_DONE_WQE)
+			now = qp->req.tx_ns;
 	} while (r == REQ_SENT || r == REQ_DONE_WQE);
+	qp->req.tx_ns = 0;
 	if (r == REQ_BLOCKED && qp->sk && qp->sk->diag)
 		uroce_sd_blocked(qp);
 	if (qp->req.inflight && !qp->req.deadline_ns)
-		uroce_req_arm(qp);
+		req_arm_at(qp, now);
 	rc_sync_inflight(qp);
 }
 

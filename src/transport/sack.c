@@ -171,7 +171,7 @@ void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	pkt->bth[4] |= UR_BTH4_SACK;
 	if (!(pkt->mask & URM_REQ))
 		return;
-	now = uroce_now_ns();
+	now = qp->req.tx_ns ? qp->req.tx_ns : uroce_now_ns(); /* (req.c: req_clock) */
 	/* the pacer's account (cc.c): a packet, a READ request its
 	 * responses; not the PSNs a pull record stands for (pull_pkt_xmit:
 	 * nothing in the network) */

@@ -492,7 +492,7 @@ void uroce_cq_drive(struct uroce_cq *cq)
 		uroce_app_active(ctx, now);
 	nep = atomic_load(&ctx->nep);
 	for (int i = 0; i < nep; i++)
-		got += uroce_ep_poll_app(ctx->ep[i], 64);
+		got += uroce_ep_poll_app(ctx->ep[i], 64, now);
 	if (got || __atomic_load_n(&cq->count, __ATOMIC_RELAXED)) {
 		cq_wait_end(&wait);
 		if (__atomic_load_n(&cq->count, __ATOMIC_RELAXED))
