@@ -57,9 +57,8 @@ static void side_open(struct side *s, struct ibv_device *dev)
 					      .max_send_sge = 1,
 					      .max_recv_sge = 1,
 					      .max_inline_data = 64}};
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
-				.port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+	struct ibv_qp_attr a = {
+	    .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
 
 	if (!(s->ctx = ibv_open_device(dev)) || !(s->pd = ibv_alloc_pd(s->ctx)) ||
 	    !(s->cq = ibv_create_cq(s->ctx, 2 * DEPTH, NULL, NULL, 0)))
@@ -76,14 +75,13 @@ static void side_open(struct side *s, struct ibv_device *dev)
 
 static void side_connect(struct side *s, const struct side *peer)
 {
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR,
-				.path_mtu = IBV_MTU_1024,
-				.dest_qp_num = peer->qp->qp_num,
-				.max_dest_rd_atomic = 1,
-				.min_rnr_timer = 12,
-				.ah_attr = {.is_global = 1,
-					    .grh = {.dgid = peer->gid, .hop_limit = 1},
-					    .port_num = 1}};
+	struct ibv_qp_attr a = {
+	    .qp_state = IBV_QPS_RTR,
+	    .path_mtu = IBV_MTU_1024,
+	    .dest_qp_num = peer->qp->qp_num,
+	    .max_dest_rd_atomic = 1,
+	    .min_rnr_timer = 12,
+	    .ah_attr = {.is_global = 1, .grh = {.dgid = peer->gid, .hop_limit = 1}, .port_num = 1}};
 
 	if (ibv_modify_qp(s->qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
@@ -197,7 +195,8 @@ int main(int argc, char **argv)
 	}
 	t0 = now_ns() - t0;
 	qsort(ct, (size_t)nc, sizeof(*ct), cmp_double);
-	printf("msg_cpu: oneway_ns=%.1f min_ns=%.1f p10_ns=%.1f median_ns=%.1f empty_polls_per_msg=%.3f\n",
+	printf("msg_cpu: oneway_ns=%.1f min_ns=%.1f p10_ns=%.1f median_ns=%.1f "
+	       "empty_polls_per_msg=%.3f\n",
 	       t0 / (double)(nc * CHUNK) / 2, ct[0], ct[nc / 10], ct[nc / 2],
 	       (double)empty / (double)(nc * CHUNK) / 2);
 	ibv_free_device_list(list);
