@@ -1238,17 +1238,24 @@ static int poll_shm(struct uroce_ep *ep, int budget, bool app)
 static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp, uint64_t now)
 {
 	int done = 0, released = 0;
+	bool udp;
 
 	if (pthread_mutex_trylock(&ep->rx_lock))
 		return -EBUSY; /* another thread is draining this socket */
 	__atomic_store_n(&ep->rx_ns, now, __ATOMIC_RELAXED);
 	deferring_acks = app;
 	done = poll_shm(ep, budget, app);
-	if (every_udp || uroce_shm_udp_due(ep))
+	udp = every_udp || uroce_shm_udp_due(ep);
+	if (udp)
 		done += poll_udp(ep, budget - done, app, false);
-	/* the wildcard socket beside an address socket: see addr_sock_open */
-	if (ep->fd_any >= 0 && (every_udp || ++ep->any_looks % UROCE_ANY_LOOKS == 0) &&
-	    budget > done)
+	/* The wildcard socket beside an address socket (see addr_sock_open):
+	 * every UROCE_ANY_LOOKS-th poll, or, on an endpoint with same-host
+	 * links, whose address socket is read every SHM_UDP_EVERY_NS only,
+	 * with it.  Every 32nd poll was a recvmmsg every 3-4 us of a
+	 * same-host ping-pong's wait (docs/design.md, "The per-message CPU
+	 * of the same-host wire"). */
+	if (ep->fd_any >= 0 && budget > done &&
+	    (every_udp || (uroce_shm_udp_paced(ep) ? udp : ++ep->any_looks % UROCE_ANY_LOOKS == 0)))
 		done += poll_udp(ep, budget - done, app, true);
 	if (uroce_fault_on(ep->ctx))
 		released = uroce_fault_release(ep, &fault_ops);

@@ -974,6 +974,11 @@ bool uroce_shm_udp_due(struct uroce_ep *ep)
 	return true;
 }
 
+bool uroce_shm_udp_paced(const struct uroce_ep *ep)
+{
+	return ep->shm && __atomic_load_n(&ep->shm->rx, __ATOMIC_RELAXED);
+}
+
 void uroce_shm_udp_seen(struct uroce_ep *ep, bool got)
 {
 	if (ep->shm)

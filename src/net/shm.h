@@ -54,6 +54,9 @@ int uroce_shm_rx(struct uroce_ep *ep, int want, uroce_shm_deliver_fn deliver,
  * be most of a poll's cost, and a same-host message's latency. */
 bool uroce_shm_udp_due(struct uroce_ep *ep);
 void uroce_shm_udp_seen(struct uroce_ep *ep, bool got);
+/* ep receives over shared memory, so uroce_shm_udp_due paces its UDP
+ * reads (rx_lock held). */
+bool uroce_shm_udp_paced(const struct uroce_ep *ep);
 /* No packet can reach ep through shared memory (no link, none pending): a
  * hint, read without rx_lock. */
 bool uroce_shm_none(const struct uroce_ep *ep);
