@@ -97,9 +97,10 @@ static int sock_open(bool pktinfo, bool tos)
  * the two binds only, so no other socket can share the port afterwards.
  * It gets what comes to the port at any other address (misdirected
  * traffic only: a peer sends to our GID) and is read by the progress
- * thread's epoll and every ANY_LOOKS-th poll.  UROCE_ADDR_SOCK=0 turns it
- * off (measurements). */
-enum { UROCE_ANY_LOOKS = 32 };
+ * thread's epoll and every ANY_LOOKS-th poll (with same-host links: every
+ * ANY_LOOKS_SHM-th read of the address socket, see ep_poll).
+ * UROCE_ADDR_SOCK=0 turns it off (measurements). */
+enum { UROCE_ANY_LOOKS = 32, UROCE_ANY_LOOKS_SHM = 4 };
 
 static bool addr_sock_wanted(void)
 {
@@ -1251,11 +1252,13 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp, ui
 	/* The wildcard socket beside an address socket (see addr_sock_open):
 	 * every UROCE_ANY_LOOKS-th poll, or, on an endpoint with same-host
 	 * links, whose address socket is read every SHM_UDP_EVERY_NS only,
-	 * with it.  Every 32nd poll was a recvmmsg every 3-4 us of a
-	 * same-host ping-pong's wait (docs/design.md, "The per-message CPU
-	 * of the same-host wire"). */
+	 * with every UROCE_ANY_LOOKS_SHM-th of those reads.  Every 32nd poll
+	 * was a recvmmsg every 3-4 us of a same-host ping-pong's wait
+	 * (docs/design.md, "The per-message CPU of the same-host wire"). */
 	if (ep->fd_any >= 0 && budget > done &&
-	    (every_udp || (uroce_shm_udp_paced(ep) ? udp : ++ep->any_looks % UROCE_ANY_LOOKS == 0)))
+	    (every_udp ||
+	     (uroce_shm_udp_paced(ep) ? udp && ++ep->any_looks % UROCE_ANY_LOOKS_SHM == 0
+				      : ++ep->any_looks % UROCE_ANY_LOOKS == 0)))
 		done += poll_udp(ep, budget - done, app, true);
 	if (uroce_fault_on(ep->ctx))
 		released = uroce_fault_release(ep, &fault_ops);
