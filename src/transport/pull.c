@@ -74,10 +74,29 @@ static uint32_t pull_npkts_qp(struct uroce_qp *qp, const struct uroce_swqe *w, b
 	return n;
 }
 
+/* The endpoint's budget (rc.h) holds for pulled messages too.  Their bytes
+ * are not in the network, but the receiver copies them in the order their
+ * records come, behind everything queued before them on its link, and that
+ * queue is what the requester's ACK timeout measures.  Exempt, 1,024 QPs
+ * (ib_write_bw -q 1024 -s 65536) each kept up to UR_SACK_WIN PSNs in flight
+ * (25,000 PSNs, 100 MB, behind one endpoint against a budget of 1,985):
+ * under a CPU hog the receiver needed more than seven 67 ms timeouts to
+ * reach a record, every QP timed out again and again, the resends queued
+ * behind the rest, and QPs failed with IBV_WC_RETRY_EXC_ERR (docs/design.md,
+ * "1,024 QPs").  A message that does not fit waits for the QP's ACK; one of a
+ * QP with nothing in flight goes packet by packet instead, whose first
+ * packet the QP may always send (rc_may_send). */
+static bool pull_fits(const struct uroce_qp *qp, uint32_t n)
+{
+	return rc_ep_inflight(qp) + n <= rc_ep_budget(qp);
+}
+
 uint32_t uroce_pull_npkts(struct uroce_qp *qp, const struct uroce_swqe *w, bool resend)
 {
 	uint32_t n = pull_npkts_qp(qp, w, resend);
 
+	if (n && !resend && !pull_fits(qp, n))
+		return 0;
 	return n && uroce_shm_pull_ok(qp->ep, &qp->path) ? n : 0;
 }
 
@@ -108,9 +127,15 @@ bool uroce_pull_wait(struct uroce_qp *qp, const struct uroce_swqe *w)
 	 * memcpy's rate, which slowed the receiver and filled the ring
 	 * further.  A QP whose own ACK is due waits for it instead (it
 	 * frees ring room as it comes, and sends this QP on); one with
-	 * nothing in flight sends without the bytes, so none starves. */
-	return qp->req.inflight && pull_npkts_qp(qp, w, false) &&
-	       uroce_shm_bulk_full(qp->ep, &qp->path, w->length);
+	 * nothing in flight sends without the bytes, so none starves.  The
+	 * same for a message the endpoint's budget has no room for (above). */
+	uint32_t n;
+
+	if (!qp->req.inflight || !(n = pull_npkts_qp(qp, w, false)))
+		return false;
+	if (!pull_fits(qp, n)) /* (were it pulled: not over UDP) */
+		return uroce_shm_pull_ok(qp->ep, &qp->path);
+	return uroce_shm_bulk_full(qp->ep, &qp->path, w->length);
 }
 
 void uroce_pull_desc_put(uint8_t *p, uint32_t npkts, const struct iovec *iov, int n)

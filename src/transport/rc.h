@@ -467,8 +467,9 @@ struct iovec;
 /* The PSNs w would be sent as one pull record (resend: w is in flight
  * already), or 0: packet by packet. */
 uint32_t uroce_pull_npkts(struct uroce_qp *qp, const struct uroce_swqe *w, bool resend);
-/* Should the requester hold w back until an ACK: pulled, and the ring has
- * no room for its bytes now (shm.c, bulk records)? */
+/* Should the requester hold w back until an ACK: pulled, and the
+ * endpoint's budget or the ring has no room for it now (pull.c; shm.c, bulk
+ * records)? */
 bool uroce_pull_wait(struct uroce_qp *qp, const struct uroce_swqe *w);
 /* PSNs per pulled READ response record: a READ chunk goes as several
  * (docs/design.md, "The bulk area"). */

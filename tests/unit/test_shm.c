@@ -23,6 +23,11 @@
  *    round after round; every WR completes, nothing of theirs stays;
  *  - many processes writing into one target at once (which pulls from each);
  *  - 1,024 QP pairs, each a WRITE and a SEND;
+ *  - 1,024 QP pairs streaming 64 KiB WRITEs (pulled): every one completes,
+ *    the data lands, and no requester endpoint ever has more PSNs in flight
+ *    than its budget allows (rc.h; pulled messages count: pull.c, issue 14's
+ *    RETRY_EXC_ERR under a CPU hog came from 25,000 PSNs behind one
+ *    endpoint);
  *  - silent handshakes: a listener that accepts and never answers (the QP
  *    works over UDP, the handshake is given up and retried) and silent
  *    connections filling every pending slot (they expire; a real peer
@@ -46,6 +51,7 @@
 
 #include "uroce.h"
 #include "net/shm.h"
+#include "transport/rc.h"
 
 #include "check.h"
 #include "shm_harness.h"
@@ -675,6 +681,99 @@ static void test_1024(void)
 	node_close(&b);
 }
 
+/* 1,024 QP pairs, each with WRS 64 KiB WRITEs posted at once (pulled, once
+ * the links are up): the requester's endpoints keep their in-flight budget -
+ * sampled after every post, while the target's progress thread serves them
+ * and ACKs let more out - and every WRITE completes with its data in place.
+ * Without the budget on pulled messages each endpoint had its 254 QPs' whole
+ * queues in flight (WRS x 16 PSNs each); the bound allows each QP's one
+ * packet that a QP with nothing in flight may always send, and a few
+ * messages of the threads' races on the relaxed counter. */
+#define WRS 8
+
+static int post_unsig(struct ibv_qp *qp, struct node *n, uint32_t off, uint32_t len,
+		      const struct qpinfo *peer, bool sig)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)n->buf + off, .length = len, .lkey = n->mr->lkey};
+	struct ibv_send_wr wr = {.sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = sig ? IBV_SEND_SIGNALED : 0,
+				 .wr.rdma = {.remote_addr = peer->addr + off, .rkey = peer->rkey}},
+			   *bad;
+
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static void test_1024_stream(void)
+{
+	static struct ibv_qp *qa[NQP], *qb[NQP];
+	struct node a, b;
+	enum ibv_wc_status st = IBV_WC_SUCCESS;
+	struct qpinfo ib;
+	uint32_t over = 0, worst = 0, budget = 0;
+	uint64_t pull0;
+	int ok = 0;
+
+	CHECK(!node_open(&a, 4 * NQP) && !node_open(&b, 4 * NQP), "nodes");
+	ib = (struct qpinfo){.rkey = b.mr->rkey, .addr = (uintptr_t)b.buf};
+	for (int i = 0; i < NQP; i++) {
+		qa[i] = qp_new(&a);
+		qb[i] = qp_new(&b);
+		if (!qa[i] || !qb[i] || qp_rts(&a, qa[i], qb[i]->qp_num, 14, 7) ||
+		    qp_rts(&b, qb[i], qa[i]->qp_num, 14, 7)) {
+			CHECK(0, "QP pair %d", i);
+			return;
+		}
+	}
+	/* small WRITEs until every endpoint pair has its links both ways */
+	for (uint64_t end = now_ms() + 20000;
+	     (CNT(&a, shm_links) < (NQP + 253) / 254 || CNT(&b, shm_links) < (NQP + 253) / 254) &&
+	     now_ms() < end;) {
+		for (int i = 0; i < NQP; i++)
+			post_unsig(qa[i], &a, (uint32_t)i * 256u, 256, &ib, true);
+		if (wait_cq(a.cq, NQP, &st) || st != IBV_WC_SUCCESS)
+			break;
+	}
+	CHECK(st == IBV_WC_SUCCESS && CNT(&a, shm_links) >= (NQP + 253) / 254, "links: %lu and %lu",
+	      (unsigned long)CNT(&a, shm_links), (unsigned long)CNT(&b, shm_links));
+	fill(a.buf, BUF, 11);
+	pull0 = CNT(&b, shm_pull);
+	for (int i = 0; i < NQP; i++) {
+		struct uroce_qp *q = to_uqp(qa[i]);
+
+		for (int j = 0; j < WRS; j++)
+			ok += !post_unsig(qa[i], &a, (uint32_t)((i + j) % 16) * 65536u, 65536, &ib,
+					  j == WRS - 1);
+		/* the endpoint's, as its QPs' senders see it */
+		budget = rc_ep_budget(q);
+		uint32_t fl = (uint32_t)atomic_load(&q->ep->tx_inflight);
+
+		if (fl > worst)
+			worst = fl;
+		if (fl > budget + UROCE_EP_SLOTS + 4 * 16)
+			over++;
+	}
+	CHECK(ok == WRS * NQP, "posted %d of %d", ok, WRS * NQP);
+	CHECK(!wait_cq(a.cq, NQP, &st) && st == IBV_WC_SUCCESS,
+	      "%d QPs x %d WRITEs of 64 KiB: every one completed (%s)", NQP, WRS,
+	      ibv_wc_status_str(st));
+	CHECK(!memcmp(a.buf, b.buf, BUF), "and landed");
+	printf(
+	    "  %d QPs x %d WRITEs of 64 KiB: at most %u PSNs in flight per endpoint (budget %u)\n",
+	    NQP, WRS, worst, budget);
+	CHECK(!over, "in flight per endpoint: at most %u PSNs (budget %u), %u samples over", worst,
+	      budget, over);
+	CHECK(!uroce_pull_min() || uroce_pull_min() > 65536 || CNT(&b, shm_pull) > pull0,
+	      "pulled: %lu messages", (unsigned long)(CNT(&b, shm_pull) - pull0));
+	for (int i = 0; i < NQP; i++) {
+		ibv_destroy_qp(qa[i]);
+		ibv_destroy_qp(qb[i]);
+	}
+	node_close(&a);
+	node_close(&b);
+}
+
 /* Silent handshakes: B runs with UROCE_SHM=0 and the test holds B's name
  * with a listener that accepts and never answers; A's WRITEs go over UDP
  * meanwhile, A gives the handshake up and tries again.  Then the other way:
@@ -758,10 +857,10 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		void (*fn)(void);
-	} tests[] = {{"stream", test_stream},	 {"hostile", test_hostile},
-		     {"races", test_races},	 {"kill", test_kill},
-		     {"killany", test_kill_any}, {"procs", test_many_procs},
-		     {"1024", test_1024},	 {"silent", test_silent}};
+	} tests[] = {
+	    {"stream", test_stream}, {"hostile", test_hostile},	       {"races", test_races},
+	    {"kill", test_kill},     {"killany", test_kill_any},       {"procs", test_many_procs},
+	    {"1024", test_1024},     {"1024stream", test_1024_stream}, {"silent", test_silent}};
 
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
 		if (!*only || !strcmp(only, tests[i].name))
