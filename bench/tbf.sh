@@ -12,7 +12,8 @@
 #   - one uroce flow and one TCP flow together; one uroce flow alone.
 # Prints each flow's goodput, the aggregate against the link, Jain's
 # fairness index (sum x)^2 / (n sum x^2), what tbf dropped, and the
-# packets uroce sent again.
+# packets uroce sent again (on the mixed lines also TCP's segments sent
+# again, of those sent).
 # Usage: bench/tbf.sh [BUILD_DIR] (root; N=4 DUR=10 RATE=1gbit by default)
 set -uo pipefail
 B=${1:-$(dirname "$0")/../build}
