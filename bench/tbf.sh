@@ -12,7 +12,8 @@
 #   - one uroce flow and one TCP flow together; one uroce flow alone.
 # Prints each flow's goodput, the aggregate against the link, Jain's
 # fairness index (sum x)^2 / (n sum x^2), what tbf dropped, and the
-# packets uroce sent again.
+# packets uroce sent again (on the mixed lines also TCP's segments sent
+# again, of those sent).
 # Usage: bench/tbf.sh [BUILD_DIR] (root; N=4 DUR=10 RATE=1gbit by default)
 set -uo pipefail
 B=${1:-$(dirname "$0")/../build}
@@ -62,6 +63,8 @@ tc -n "$S" qdisc add dev vs root tbf rate "$RATE" burst 32kb latency 2ms || die 
 tbf_drops() { tc -n "$S" -s qdisc show dev vs | awk '/dropped/ { sub(",", "", $7); print $7; exit }'; }
 # UDP datagrams the receivers' sockets dropped (full buffers), in R
 rcv_drops() { ip netns exec "$R" awk '/^Udp:/ && ++n == 2 { print $6 }' /proc/net/snmp; }
+# TCP segments sent and sent again from S (all its flows so far)
+tcp_segs() { ip netns exec "$S" awk '/^Tcp:/ && ++n == 2 { print $13, $12 }' /proc/net/snmp; }
 
 # run_uroce LABEL COUNT ENV...: COUNT ib_write_bw flows at once (the
 # servers, then after a second the clients; SRV=1 / CLI=1: only those)
@@ -143,10 +146,11 @@ wait_all() {
 }
 
 one() { # LABEL DESCRIPTION KIND(uroce|tcp|mixed) COUNT ENV...
-	local label=$1 what=$2 kind=$3 n=$4 d0 d1 r s q0 q1
+	local label=$1 what=$2 kind=$3 n=$4 d0 d1 r s q0 q1 t0 t1
 	shift 4
 	d0=$(tbf_drops)
 	q0=$(rcv_drops)
+	t0=$(tcp_segs)
 	case $kind in
 	uroce) run_uroce "$label" "$n" "$@" ;;
 	tcp) run_tcp "$label" "$n" ;;
@@ -161,12 +165,13 @@ one() { # LABEL DESCRIPTION KIND(uroce|tcp|mixed) COUNT ENV...
 	wait_all
 	d1=$(tbf_drops)
 	q1=$(rcv_drops)
+	t1=$(tcp_segs)
 	r=$(resent "$label")
 	s=$(sent "$label")
 	if [[ $kind == mixed ]]; then
-		printf '%-34s uroce %s MB/s, TCP %s MB/s (link %s); tbf dropped %s, receiver sockets %s, uroce resent %s of %s\n' \
+		printf '%-34s uroce %s MB/s, TCP %s MB/s (link %s); tbf dropped %s, receiver sockets %s, uroce resent %s of %s, TCP %s of %s\n' \
 			"$what" "$(uroce_bw "$label" | head -1)" "$(tcp_bw "$label" | head -1)" "$LINK_MBPS" \
-			$((d1 - d0)) $((q1 - q0)) "$r" "$s"
+			$((d1 - d0)) $((q1 - q0)) "$r" "$s" $((${t1% *} - ${t0% *})) $((${t1#* } - ${t0#* }))
 	elif [[ $kind == tcp ]]; then
 		tcp_bw "$label" | report "$label" "$what" "; tbf dropped $((d1 - d0))"
 	else

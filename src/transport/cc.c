@@ -54,6 +54,7 @@
 #define CC_PACE_US	 200u
 #define CC_PACE_MIN_PKTS 16u
 #define CC_PACE_GAIN	 125u /* percent */
+#define CC_LOSS_WMAX	 UROCE_WINDOW
 
 void uroce_cc_init(struct uroce_qp *qp)
 {
@@ -88,6 +89,10 @@ void uroce_cc_init(struct uroce_qp *qp)
 	e = getenv("UROCE_PACE_GAIN_HI");
 	qp->sk->pace_gain_hi =
 	    e && (atoi(e) >= 100 || !strcmp(e, "0")) ? (uint32_t)atoi(e) : CC_PACE_GAIN_HI;
+	e = getenv("UROCE_CC_LOSS_WMAX");
+	qp->sk->loss_wmax = e && atoi(e) > 0 ? (uint32_t)atoi(e) : CC_LOSS_WMAX;
+	if (qp->sk->loss_wmax > UR_SACK_WIN / 2)
+		qp->sk->loss_wmax = UR_SACK_WIN / 2;
 	qp->sk->lf_sent = qp->sk->lf_resent = 0;
 	qp->sk->loss_frac_on = false;
 	qp->sk->pace_ns = 0;
@@ -121,6 +126,7 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 	sk->ccst.samples++;
 	sk->ccst.cwnd_sum += sk->cwnd >> 10;
 	if (sk->loss_mode) {
+		sk->ccst.loss_samples++;
 		sk->low_rtts = rtt_ns <= target ? sk->low_rtts + 1 : 0;
 		if (sk->quiet_rtts < UINT32_MAX)
 			sk->quiet_rtts++;
@@ -134,6 +140,8 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 		if (sk->low_rtts >= CC_LOW_EXIT && sk->quiet_rtts >= sk->quiet_need) {
 			sk->loss_mode = false;
 			sk->run_cwnd = 0;
+			if (sk->cwnd > UROCE_WINDOW << 10)
+				sk->cwnd = UROCE_WINDOW << 10; /* loss_wmax's part */
 		}
 		return;
 	}
@@ -225,8 +233,9 @@ void uroce_cc_acked(struct uroce_qp *qp, uint32_t n)
 		sk->cwnd += (n << 10) *
 			    (sk->loss_mode ? (loss_low(sk) ? sk->loss_ai_hi : sk->loss_ai) : 1) /
 			    (w ? w : 1);
-	if (sk->cwnd > UROCE_WINDOW << 10)
-		sk->cwnd = UROCE_WINDOW << 10;
+	w = sk->loss_mode && sk->loss_wmax > UROCE_WINDOW ? sk->loss_wmax : UROCE_WINDOW;
+	if (sk->cwnd > w << 10)
+		sk->cwnd = w << 10;
 }
 
 void uroce_cc_timeout(struct uroce_qp *qp)
@@ -386,6 +395,11 @@ void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now)
 		sk->ccst.pace_late_sum += now > sk->ccst.pace_due ? now - sk->ccst.pace_due : 0;
 		sk->ccst.pace_late_n++;
 		sk->ccst.pace_due = 0;
+		/* a wake-up later than the burst: the time it lost (logged) */
+		if (sk->pace_ns < now) {
+			sk->ccst.pace_lost_ns += now - sk->pace_ns;
+			sk->ccst.pace_lost_n++;
+		}
 	}
 	if (sk->pace_ns < now)
 		sk->pace_ns = now;
@@ -401,13 +415,15 @@ void uroce_cc_log(const struct uroce_qp *qp)
 		return;
 	ur_info("qp %u cc: %llu round trips, mean window %.1f packets, base rtt %llu us, "
 		"decreases: %llu delay, %llu loss (%llu undone), %llu timeout; loss mode entered "
-		"%llu times%s; paced %llu times, reordering window %llu us",
+		"%llu times%s, in loss mode %.0f%% of the round trips; paced %llu times, "
+		"reordering window %llu us",
 		qp->ibqp.qp_base.qp_num, (unsigned long long)sk->ccst.samples,
 		(double)sk->ccst.cwnd_sum / (double)sk->ccst.samples,
 		(unsigned long long)(sk->base_rtt_ns / 1000),
 		(unsigned long long)sk->ccst.dec_delay, (unsigned long long)sk->ccst.dec_loss,
 		(unsigned long long)sk->ccst.undos, (unsigned long long)sk->ccst.dec_timeout,
 		(unsigned long long)sk->ccst.loss_entries, sk->loss_mode ? " (in it)" : "",
+		100.0 * (double)sk->ccst.loss_samples / (double)sk->ccst.samples,
 		(unsigned long long)sk->ccst.paced,
 		(unsigned long long)(uroce_sack_reo_wnd(qp) / 1000));
 	if (sk->ccst.lf_looks)
@@ -419,10 +435,12 @@ void uroce_cc_log(const struct uroce_qp *qp)
 			(unsigned long long)sk->ccst.lf_low);
 	if (sk->ccst.paced && sk->ccst.pace_late_n)
 		ur_info("qp %u cc pacing: mean gap %llu ns, srtt %llu us at holds; resumed %llu ns "
-			"after due (%llu)",
+			"after due (%llu), after the burst's credit %llu times, %.1f ms in all",
 			qp->ibqp.qp_base.qp_num,
 			(unsigned long long)(sk->ccst.pace_gap_sum / sk->ccst.paced),
 			(unsigned long long)(sk->ccst.pace_srtt_sum / sk->ccst.paced / 1000),
 			(unsigned long long)(sk->ccst.pace_late_sum / sk->ccst.pace_late_n),
-			(unsigned long long)sk->ccst.pace_late_n);
+			(unsigned long long)sk->ccst.pace_late_n,
+			(unsigned long long)sk->ccst.pace_lost_n,
+			(double)sk->ccst.pace_lost_ns / 1e6);
 }

@@ -234,6 +234,8 @@ struct uroce_sack {
 	 * the burst that may go ahead of it (0: no pacing) */
 	uint64_t pace_ns, pace_quantum_ns;
 	uint32_t pace_gain; /* the rate against the window's, percent */
+	/* loss mode: the window's cap (UROCE_CC_LOSS_WMAX; rc_cwnd) */
+	uint32_t loss_wmax;
 	/* loss mode's two settings (cc.c): the packets sent and resent since
 	 * the last look, the share resent (/ 65536, smoothed; valid once
 	 * measured), below which (low_loss, / 65536; 0: never) the flow
@@ -255,7 +257,7 @@ struct uroce_sack {
 		uint64_t samples, cwnd_sum, dec_delay, dec_loss, dec_timeout, loss_entries;
 		uint64_t paced, undos;
 		uint64_t pace_gap_sum, pace_srtt_sum, pace_late_sum, pace_late_n, pace_due;
-		uint64_t lf_looks, lf_low, lf_sum;
+		uint64_t lf_looks, lf_low, lf_sum, loss_samples, pace_lost_ns, pace_lost_n;
 	} ccst;
 	/* requester: READ responses placed ahead of una (comp.c), how many
 	 * (not in the network: rc_pipe), the highest of them; rd_done: a
@@ -297,6 +299,12 @@ static inline uint32_t rc_cwnd(const struct uroce_qp *qp)
 	if (!qp->sk || !qp->sk->cc || !qp->sk->peer_resp)
 		return w;
 	c = qp->sk->cwnd >> 10;
+	/* in loss mode up to loss_wmax (cc.c), within the endpoint's budget */
+	if (qp->sk->loss_mode && qp->sk->loss_wmax > w) {
+		w = rc_ep_budget(qp);
+		if (w > qp->sk->loss_wmax)
+			w = qp->sk->loss_wmax;
+	}
 	return c < w ? c : w;
 }
 

@@ -22,6 +22,8 @@
  *     it there; random loss does not; UROCE_CC_QUIET=0: the short samples
  *     alone;
  *   - a long queue with the window at its floor enters loss mode too;
+ *   - the window's cap in loss mode (UROCE_CC_LOSS_WMAX, a bench knob),
+ *     UROCE_WINDOW again when the mode ends;
  *   - timeouts halve the window, never below the floor.
  */
 #include <stdlib.h>
@@ -69,6 +71,7 @@ int main(void)
 	unsetenv("UROCE_CC_LOW_LOSS");
 	unsetenv("UROCE_CC_LOSS_AI_HI");
 	unsetenv("UROCE_PACE_GAIN_HI");
+	unsetenv("UROCE_CC_LOSS_WMAX");
 	uroce_cc_init(qp);
 	CHECK(qp->sk->cc && qp->sk->slow_start && pkts(qp) == 16 && qp->sk->target_ns == 1 * MS,
 	      "the defaults: on, slow start from 16 packets, 1 ms");
@@ -269,6 +272,38 @@ int main(void)
 	for (int i = 0; i < 8; i++)
 		sample(qp, 100 * US);
 	CHECK(qp->sk->loss_mode, "loss mode ended 8 round trips after its entry");
+
+	/* the window's cap in loss mode: UROCE_WINDOW by default; with
+	 * UROCE_CC_LOSS_WMAX above it the window may grow there in loss mode
+	 * only, and goes back to UROCE_WINDOW when the mode ends */
+	CHECK(qp->sk->loss_wmax == UROCE_WINDOW, "the default cap in loss mode: %u",
+	      qp->sk->loss_wmax);
+	qp->ep = &ep; /* rc_cwnd(): the endpoint's budget, 1,820 packets */
+	qp->sk->peer_resp = true;
+	qp->sk->cwnd = (UROCE_WINDOW - 1) << 10;
+	for (int i = 0; i < 64; i++)
+		uroce_cc_acked(qp, UROCE_WINDOW);
+	CHECK(pkts(qp) == UROCE_WINDOW && rc_cwnd(qp) == UROCE_WINDOW,
+	      "loss mode, the default cap: window %u", pkts(qp));
+	qp->sk->loss_wmax = 2 * UROCE_WINDOW;
+	for (int i = 0; i < 64; i++)
+		uroce_cc_acked(qp, UROCE_WINDOW);
+	CHECK(pkts(qp) > UROCE_WINDOW && rc_cwnd(qp) == pkts(qp),
+	      "UROCE_CC_LOSS_WMAX=512: the window stayed at %u (rc_cwnd %u)", pkts(qp),
+	      rc_cwnd(qp));
+	for (int i = 0; i < 1000; i++)
+		uroce_cc_acked(qp, UROCE_WINDOW);
+	CHECK(pkts(qp) == 2 * UROCE_WINDOW, "UROCE_CC_LOSS_WMAX=512: window %u", pkts(qp));
+	for (int i = 0; i < 140; i++)
+		sample(qp, 100 * US);
+	CHECK(!qp->sk->loss_mode && pkts(qp) == UROCE_WINDOW && rc_cwnd(qp) == UROCE_WINDOW,
+	      "out of loss mode the cap is UROCE_WINDOW again: %u (rc_cwnd %u)", pkts(qp),
+	      rc_cwnd(qp));
+	uroce_cc_acked(qp, UROCE_WINDOW);
+	CHECK(pkts(qp) == UROCE_WINDOW, "out of loss mode: window %u", pkts(qp));
+	qp->sk->loss_wmax = UROCE_WINDOW;
+	qp->sk->peer_resp = false;
+	qp->ep = NULL;
 
 	/* timeouts */
 	qp->sk->cwnd = 100 << 10;
