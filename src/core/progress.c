@@ -381,9 +381,10 @@ static void wake_events(struct uroce_ctx *ctx, uint64_t timeout_ns)
  * yielding after 1 us, src/verbs/cq.c, lets it run at once).  One traffic
  * burst in UROCE_SPIN_COLOC_PROBE spins anyway to see whether the two have
  * been parted; a packet found spinning without a yield ends the guess.
- * With a same-host peer the thread first tries to part from it instead
- * (uroce_shm_part: it moves to another CPU and spins there), and sleeps
- * only when it cannot. */
+ * The thread first tries to part from it instead (it moves to another CPU
+ * and spins there: uroce_shm_part with a same-host peer, uroce_progress_part
+ * over UDP unless its yields ran a neighbour's time slice), and sleeps only
+ * when it cannot. */
 #define UROCE_SPIN_RAN_NS      5000ull
 #define UROCE_SPIN_COLOC_SPINS 4u
 #define UROCE_SPIN_COLOC_PROBE 16u
@@ -391,7 +392,64 @@ static void wake_events(struct uroce_ctx *ctx, uint64_t timeout_ns)
 struct spin_learn {
 	unsigned after_yield; /* consecutive packets that came only after a yield that ran */
 	unsigned bursts;      /* traffic bursts while the guess holds (probe count) */
+	uint64_t hog_ns;      /* when a yield of the spin last ran a neighbour for a slice */
 };
+
+/* Parting (docs/design.md, "Parting"): the calling thread moves to another
+ * CPU of its affinity mask - the mask without this CPU for one
+ * sched_setaffinity, then its own mask again - at most once per
+ * UROCE_PART_EVERY_NS.  True: it moved. */
+#define UROCE_PART_EVERY_NS 1000000ull
+
+bool uroce_thread_part(void)
+{
+	static _Thread_local uint64_t last_ns;
+	uint64_t now = uroce_now_ns();
+	cpu_set_t mask, other;
+	int cpu;
+	bool moved;
+
+	if (last_ns && now - last_ns < UROCE_PART_EVERY_NS)
+		return false;
+	last_ns = now;
+	if ((cpu = sched_getcpu()) < 0 || sched_getaffinity(0, sizeof(mask), &mask))
+		return false;
+	other = mask;
+	CPU_CLR(cpu, &other);
+	if (!CPU_COUNT(&other) || sched_setaffinity(0, sizeof(other), &other))
+		return false;
+	moved = sched_getcpu() != cpu;
+	if (sched_setaffinity(0, sizeof(mask), &mask))
+		uroce_log(UROCE_LOG_WARN, "could not restore the progress thread's CPU mask: %s",
+			  strerror(errno));
+	last_ns = uroce_now_ns(); /* (a move may wait for the other CPU a while) */
+	return moved;
+}
+
+/* The same over UDP (docs/latency.md, "Session 14").  The scheduler wakes
+ * the thread on the CPU of the process whose packet woke it and keeps it
+ * there while every request wakes it again, so the target of an
+ * ib_read_lat over loopback or a veth pair slept after each READ, woken by
+ * the next, in about half the runs (16-28 us a READ against 11-15 spinning
+ * on the other CPU).  The guess does not tell the requester from a
+ * neighbour that keeps the CPU (load): a yield of the spin that ran
+ * something for longer than UROCE_PART_HOG_NS was such a neighbour's time
+ * slice, and where it came from a move would meet it again - the thread
+ * then sleeps after its traffic as before, for UROCE_PART_HOG_KEEP_NS.
+ * UROCE_UDP_PART=0: never (measurements).  Counter progress_parts. */
+#define UROCE_PART_HOG_NS      250000ull
+#define UROCE_PART_HOG_KEEP_NS 100000000ull
+
+bool uroce_progress_part(struct uroce_ctx *ctx, uint64_t hog_ns)
+{
+	static int on = -1;
+
+	if (!uroce_env_on("UROCE_UDP_PART", &on) ||
+	    (hog_ns && uroce_now_ns() - hog_ns < UROCE_PART_HOG_KEEP_NS) || !uroce_thread_part())
+		return false;
+	uroce_count(ctx, prog_parts, 1);
+	return true;
+}
 
 static bool coloc_guess(const struct spin_learn *l)
 {
@@ -408,9 +466,10 @@ static void spin(struct uroce_ctx *ctx, struct spin_learn *l)
 {
 	uint64_t limit = spin_ns(), start = uroce_now_ns(), last = start, events = start;
 	bool ran = false; /* a yield since the last packet let another thread run */
+	unsigned found = 0;
 
 	while (limit && !atomic_load(&ctx->stop)) {
-		uint64_t now, t;
+		uint64_t now, t, d;
 		int got = 0;
 
 		for (int i = 0; i < atomic_load(&ctx->nep); i++)
@@ -430,22 +489,33 @@ static void spin(struct uroce_ctx *ctx, struct spin_learn *l)
 				l->after_yield = 0;
 			else if (l->after_yield < UROCE_SPIN_COLOC_SPINS)
 				l->after_yield++;
-			/* a same-host peer: part from it and spin (src/net/shm.c) */
-			if (coloc_guess(l) && uroce_shm_part(ctx))
+			/* part from the requester and spin (src/net/shm.c for a
+			 * same-host one) */
+			if (coloc_guess(l) &&
+			    (uroce_shm_part(ctx) || uroce_progress_part(ctx, l->hog_ns)))
 				l->after_yield = 0;
 			if (spin_skip(l))
 				return;
 			ran = false;
 			last = now;
+			/* A burst: out of the epoll set while it lasts (as for an
+			 * application's continuous polls, socks_watch); the next
+			 * deep sleep puts them back. */
+			if (++found == 2)
+				socks_watch(ctx, false);
 		} else if (now - last > limit) {
 			return;
 		} else if (now - last > UROCE_SPIN_YIELD_NS) {
 			if (uroce_shm_spin_stop(ctx))
 				return; /* a hog takes our yields (src/net/shm.c) */
+			uroce_count(ctx, prog_spin_yields, 1);
 			sched_yield();
-			uroce_shm_yielded(uroce_now_ns() - now);
-			if (uroce_now_ns() - now > UROCE_SPIN_RAN_NS)
+			d = uroce_now_ns() - now;
+			uroce_shm_yielded(d);
+			if (d > UROCE_SPIN_RAN_NS)
 				ran = true;
+			if (d > UROCE_PART_HOG_NS)
+				l->hog_ns = now + d;
 		}
 	}
 }

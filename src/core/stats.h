@@ -117,6 +117,10 @@
 	  "progress thread: woken by a socket another thread was reading; waited 200 us")          \
 	X(prog_spin_rx, "progress_spin_batches",                                                   \
 	  "progress thread: receive batches found spinning")                                       \
+	X(prog_spin_yields, "progress_spin_yields",                                                \
+	  "progress thread: yields in its spin after traffic (sockets quiet for 10 us)")           \
+	X(prog_parts, "progress_parts",                                                            \
+	  "progress thread: moved off the CPU of a UDP requester it shared (progress.c)")          \
 	X(prog_coloc_sleeps, "progress_coloc_sleeps",                                              \
 	  "progress thread: traffic bursts followed by a sleep, not a spin (peer on its CPU)")     \
 	X(prog_grace_looks, "progress_grace_looks",                                                \

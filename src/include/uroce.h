@@ -759,9 +759,11 @@ uint64_t uroce_ep_rx_clock(struct uroce_ep *ep);
 /* The progress thread's spin: as uroce_ep_poll, but while ep has
  * same-host peers the UDP socket is read only now and then (shm.h). */
 int uroce_ep_poll_spin(struct uroce_ep *ep, int budget);
-/* As uroce_ep_poll, for the progress thread woken by ep's socket: -EBUSY
- * when another thread holds ep's receive path (it is reading the socket). */
-int uroce_ep_poll_woken(struct uroce_ep *ep, int budget);
+/* As uroce_ep_poll, for the progress thread woken by an endpoint's socket;
+ * ev is the epoll event's data.ptr (uroce_ep_epoll_add: which socket it
+ * was; a plain endpoint pointer is its address socket).  -EBUSY when
+ * another thread holds the endpoint's receive path (it is reading). */
+int uroce_ep_poll_woken(void *ev, int budget);
 /* The progress thread's look in an application's pause (progress.c): as
  * uroce_ep_poll_woken, but ACKs are deferred as in uroce_ep_poll_app, so
  * the application's reply still carries them. */
@@ -823,6 +825,12 @@ int uroce_progress_add_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
 void uroce_progress_del_qp(struct uroce_ctx *ctx, struct uroce_qp *qp);
 /* A QP armed a timer for deadline (ns, uroce_now_ns clock). */
 void uroce_progress_arm(struct uroce_ctx *ctx, uint64_t deadline);
+/* Move the calling thread to another CPU of its mask, at most once a
+ * millisecond (progress.c, "Parting"): true if it moved. */
+bool uroce_thread_part(void);
+/* The progress thread parts from a UDP requester on its CPU (spin's
+ * guess), unless a yield ran a neighbour for a time slice since hog_ns. */
+bool uroce_progress_part(struct uroce_ctx *ctx, uint64_t hog_ns);
 
 /* transport: called with qp->lock held */
 void uroce_req_progress(struct uroce_qp *qp);

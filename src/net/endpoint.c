@@ -176,12 +176,25 @@ static void ep_close_fds(struct uroce_ep *ep)
 		close(ep->fd_any);
 }
 
+/* The epoll data of an endpoint's socket: the endpoint, with bit 1 set
+ * for the wildcard socket beside an address socket (bit 0 is the
+ * same-host wire's, shm.h), so that a wake-up reads the wildcard socket
+ * only when it holds something - otherwise one empty recvmmsg more on the
+ * way to every request that wakes the progress thread. */
+#define EP_EV_ANY 2u
+
+static void *ep_ev(struct uroce_ep *ep, bool any)
+{
+	return any ? (void *)((char *)ep + EP_EV_ANY) : ep;
+}
+
 int uroce_ep_epoll_add(struct uroce_ep *ep)
 {
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep_ev(ep, false)},
+			   ev_any = {.events = EPOLLIN, .data.ptr = ep_ev(ep, true)};
 
 	if (epoll_ctl(ep->ctx->epfd, EPOLL_CTL_ADD, ep->fd, &ev) ||
-	    (ep->fd_any >= 0 && epoll_ctl(ep->ctx->epfd, EPOLL_CTL_ADD, ep->fd_any, &ev)))
+	    (ep->fd_any >= 0 && epoll_ctl(ep->ctx->epfd, EPOLL_CTL_ADD, ep->fd_any, &ev_any)))
 		return -1;
 	return 0;
 }
@@ -194,7 +207,7 @@ void uroce_ep_epoll_watch(struct uroce_ep *ep, bool on)
 	int fds[2] = {ep->fd, ep->fd_any};
 
 	for (int i = 0; i < 2 && fds[i] >= 0; i++) {
-		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep_ev(ep, i)};
 
 		if (epoll_ctl(ep->ctx->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fds[i], &ev) &&
 		    errno != (on ? EEXIST : ENOENT))
@@ -1235,8 +1248,11 @@ static int poll_shm(struct uroce_ep *ep, int budget, bool app)
 
 /* app: an application thread in ibv_poll_cq (ACKs may be deferred);
  * every_udp: read the UDP socket on every call, even while the endpoint
- * has same-host peers (the progress thread woken by the socket). */
-static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp, uint64_t now)
+ * has same-host peers (the progress thread woken by the socket); any:
+ * read the wildcard socket beside an address socket now (a wake-up by its
+ * own event, a look), not only on its cadence below. */
+static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp, bool any,
+		   uint64_t now)
 {
 	int done = 0, released = 0;
 	bool udp;
@@ -1250,15 +1266,15 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp, ui
 	if (udp)
 		done += poll_udp(ep, budget - done, app, false);
 	/* The wildcard socket beside an address socket (see addr_sock_open):
-	 * every UROCE_ANY_LOOKS-th poll, or, on an endpoint with same-host
-	 * links, whose address socket is read every SHM_UDP_EVERY_NS only,
-	 * with every UROCE_ANY_LOOKS_SHM-th of those reads.  Every 32nd poll
-	 * was a recvmmsg every 3-4 us of a same-host ping-pong's wait
-	 * (docs/design.md, "The per-message CPU of the same-host wire"). */
+	 * when asked (any), else every UROCE_ANY_LOOKS-th poll, or, on an
+	 * endpoint with same-host links, whose address socket is read every
+	 * SHM_UDP_EVERY_NS only, with every UROCE_ANY_LOOKS_SHM-th of those
+	 * reads.  Every 32nd poll was a recvmmsg every 3-4 us of a same-host
+	 * ping-pong's wait (docs/design.md, "The per-message CPU of the
+	 * same-host wire"). */
 	if (ep->fd_any >= 0 && budget > done &&
-	    (every_udp ||
-	     (uroce_shm_udp_paced(ep) ? udp && ++ep->any_looks % UROCE_ANY_LOOKS_SHM == 0
-				      : ++ep->any_looks % UROCE_ANY_LOOKS == 0)))
+	    (any || (uroce_shm_udp_paced(ep) ? udp && ++ep->any_looks % UROCE_ANY_LOOKS_SHM == 0
+					     : ++ep->any_looks % UROCE_ANY_LOOKS == 0)))
 		done += poll_udp(ep, budget - done, app, true);
 	if (uroce_fault_on(ep->ctx))
 		released = uroce_fault_release(ep, &fault_ops);
@@ -1275,19 +1291,22 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp, ui
 
 int uroce_ep_poll(struct uroce_ep *ep, int budget)
 {
-	int n = ep_poll(ep, budget, false, true, 0);
+	int n = ep_poll(ep, budget, false, true, true, 0);
 
 	return n < 0 ? 0 : n;
 }
 
-int uroce_ep_poll_woken(struct uroce_ep *ep, int budget)
+int uroce_ep_poll_woken(void *ev, int budget)
 {
-	return ep_poll(ep, budget, false, true, 0);
+	bool any = (uintptr_t)ev & EP_EV_ANY;
+
+	return ep_poll((struct uroce_ep *)(void *)((char *)ev - (any ? EP_EV_ANY : 0)), budget,
+		       false, true, any, 0);
 }
 
 int uroce_ep_poll_spin(struct uroce_ep *ep, int budget)
 {
-	int n = ep_poll(ep, budget, false, false, 0);
+	int n = ep_poll(ep, budget, false, false, false, 0);
 
 	return n < 0 ? 0 : n;
 }
@@ -1297,14 +1316,14 @@ int uroce_ep_poll_look(struct uroce_ep *ep, int budget)
 	int n;
 
 	looking = true;
-	n = ep_poll(ep, budget, true, true, 0);
+	n = ep_poll(ep, budget, true, true, true, 0);
 	looking = false;
 	return n;
 }
 
 int uroce_ep_poll_app(struct uroce_ep *ep, int budget, uint64_t now)
 {
-	int n = ep_poll(ep, budget, true, false, now);
+	int n = ep_poll(ep, budget, true, false, false, now);
 
 	return n < 0 ? 0 : n;
 }

@@ -1345,38 +1345,17 @@ bool uroce_shm_spin_stop(struct uroce_ctx *ctx)
  * in the others.  Instead of sleeping after each packet, the thread moves
  * to another CPU of its affinity mask (the mask without this CPU for one
  * sched_setaffinity, then its own mask again) and spins there, where the
- * requester's next packet finds it awake.  At most once per
- * SHM_PART_EVERY_NS; UROCE_SHM_PART=0: never (measurements).  Counter
- * shm_parts. */
-#define SHM_PART_EVERY_NS 1000000ull
-
+ * requester's next packet finds it awake.  At most once a millisecond
+ * (uroce_thread_part, progress.c); UROCE_SHM_PART=0: never
+ * (measurements).  Counter shm_parts. */
 bool uroce_shm_part(struct uroce_ctx *ctx)
 {
 	static int on = -1;
-	static _Thread_local uint64_t last_ns;
-	uint64_t now = uroce_now_ns();
-	cpu_set_t mask, other;
-	int cpu;
-	bool moved;
 
-	if (!uroce_env_on("UROCE_SHM_PART", &on) || !has_links(ctx) ||
-	    (last_ns && now - last_ns < SHM_PART_EVERY_NS))
+	if (!uroce_env_on("UROCE_SHM_PART", &on) || !has_links(ctx) || !uroce_thread_part())
 		return false;
-	last_ns = now;
-	if ((cpu = sched_getcpu()) < 0 || sched_getaffinity(0, sizeof(mask), &mask))
-		return false;
-	other = mask;
-	CPU_CLR(cpu, &other);
-	if (!CPU_COUNT(&other) || sched_setaffinity(0, sizeof(other), &other))
-		return false;
-	moved = sched_getcpu() != cpu;
-	if (sched_setaffinity(0, sizeof(mask), &mask))
-		uroce_log(UROCE_LOG_WARN, "could not restore the progress thread's CPU mask: %s",
-			  strerror(errno));
-	last_ns = uroce_now_ns(); /* (a move may wait for the other CPU a while) */
-	if (moved)
-		uroce_count(ctx, shm_parts, 1);
-	return moved;
+	uroce_count(ctx, shm_parts, 1);
+	return true;
 }
 
 int uroce_shm_idle(struct uroce_ctx *ctx)

@@ -825,6 +825,24 @@ static inline int harness_send1(struct side *s, uint64_t id, uint32_t len)
 	return ibv_post_send(s->qp, &wr, &bad);
 }
 
+/* One signaled READ of len bytes: b's buffer at REMOTE_BASE into a's at
+ * LOCAL_BASE. */
+static inline int harness_read1(struct side *a, struct side *b, uint64_t id, uint32_t len)
+{
+	struct ibv_sge sge = {
+	    .addr = (uintptr_t)a->buf + LOCAL_BASE, .length = len, .lkey = a->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_READ,
+				 .send_flags = IBV_SEND_SIGNALED,
+				 .wr.rdma = {.remote_addr = (uintptr_t)b->buf + REMOTE_BASE,
+					     .rkey = b->mr->rkey}},
+			   *bad;
+
+	return ibv_post_send(a->qp, &wr, &bad);
+}
+
 static inline int harness_recv1(struct side *s, uint64_t id, uint32_t off)
 {
 	struct ibv_sge sge = {.addr = (uintptr_t)s->buf + off, .length = 4096, .lkey = s->mr->lkey};

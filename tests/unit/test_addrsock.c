@@ -7,7 +7,8 @@
  *     alone (both progress threads stopped);
  *   - traffic that reaches the port at another local address (127.0.0.2)
  *     comes in through the wildcard socket: with the progress threads
- *     stopped (the application's polls read it too) and running;
+ *     stopped (the application's polls read it too) and running, and
+ *     READs served by a progress thread that each one wakes;
  *   - UROCE_ADDR_SOCK=0 has no address socket (checked in a child process).
  * UROCE_SHM=0 keeps the two contexts on UDP.
  */
@@ -63,6 +64,27 @@ static void pingpong(uint64_t id0, int n, const char *what)
 		ok++;
 	}
 	CHECK(ok == n, "%s: %d of %d round trips", what, ok, n);
+}
+
+/* n READs from B's buffer, B's application polling nothing: B's progress
+ * thread, asleep between them, is woken by the socket the request came in
+ * on and must read that one (endpoint.c, EP_EV_ANY: a wake-up reads the
+ * wildcard socket only when its event says so) */
+static void reads_unpolled(int n, const char *what)
+{
+	int ok = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct ibv_wc wc;
+
+		usleep(5000); /* past B's spin and any grace: B's thread sleeps */
+		memset(B->buf + REMOTE_BASE, i + 1, 64);
+		if (harness_read1(A, B, 1000u + (unsigned)i, 64) || wait_wc(A->scq, &wc, 1, 5000) ||
+		    wc.status != IBV_WC_SUCCESS || A->buf[LOCAL_BASE + 63] != (uint8_t)(i + 1))
+			break;
+		ok++;
+	}
+	CHECK(ok == n, "%s: %d of %d READs", what, ok, n);
 }
 
 static struct uroce_ep *ep_of(struct side *s)
@@ -140,6 +162,16 @@ int main(int argc, char **argv)
 	uroce_progress_start(to_uctx(A->ctx));
 	uroce_progress_start(to_uctx(B->ctx));
 	pingpong(200, 50, "to 127.0.0.2, progress threads running");
+	{
+		uint64_t w = CNT(&H, 1, prog_wakeups);
+
+		reads_unpolled(10, "to 127.0.0.2, B's application not polling");
+		w = CNT(&H, 1, prog_wakeups) - w;
+		/* (one that read the address socket alone came back, level-
+		 * triggered, until a 32nd read the wildcard one: 202 for 10) */
+		CHECK(w >= 10 && w <= 30, "B's thread woken about once per READ: %llu times",
+		      (unsigned long long)w);
+	}
 	harness_close(&H);
 
 	/* UROCE_ADDR_SOCK=0: the wildcard socket alone */

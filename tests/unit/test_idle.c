@@ -45,20 +45,10 @@ static void sleep_ms(int ms)
 static bool read_burst(void)
 {
 	for (int i = 0; i < READS; i++) {
-		struct ibv_sge sge = {
-		    .addr = (uintptr_t)A->buf + LOCAL_BASE, .length = 64, .lkey = A->mr->lkey};
-		struct ibv_send_wr wr = {.wr_id = (uint64_t)i,
-					 .sg_list = &sge,
-					 .num_sge = 1,
-					 .opcode = IBV_WR_RDMA_READ,
-					 .send_flags = IBV_SEND_SIGNALED,
-					 .wr.rdma = {.remote_addr = (uintptr_t)B->buf + REMOTE_BASE,
-						     .rkey = B->mr->rkey}},
-				   *bad;
 		struct ibv_wc wc;
 
 		B->buf[REMOTE_BASE] = (uint8_t)i;
-		if (ibv_post_send(A->qp, &wr, &bad) || wait_wc(A->scq, &wc, 1, WAIT_MS) ||
+		if (harness_read1(A, B, (uint64_t)i, 64) || wait_wc(A->scq, &wc, 1, WAIT_MS) ||
 		    wc.status != IBV_WC_SUCCESS || A->buf[LOCAL_BASE] != (uint8_t)i) {
 			printf("  READ %d failed\n", i);
 			return false;
