@@ -212,6 +212,7 @@ struct shm_rxl { /* we receive */
 	uint8_t *area; /* the bulk area, asize bytes */
 	uint64_t asize;
 	uint64_t deadline_ns; /* pending: the hello's */
+	uint64_t bulk_ns;     /* when a pull record last came (rx_lock): uroce_shm_wait */
 };
 
 struct uroce_shm {
@@ -771,6 +772,14 @@ bool uroce_shm_dst_local(const struct uroce_ctx *ctx, struct in_addr a)
 	return false;
 }
 
+/* A READ response's pull record (only) that was not sent: say so. */
+static bool pull_unsent(uint8_t *only, bool ret)
+{
+	if (only)
+		uroce_pull_desc_unsent(only);
+	return ret;
+}
+
 bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t *buf, size_t len,
 		    bool crc)
 {
@@ -778,12 +787,20 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t 
 	struct uroce_ctx *ctx = ep->ctx;
 	/* a pull record names our memory: it never goes over UDP */
 	bool pull = len > 4 && (buf[4] & UR_BTH4_PULL);
+	struct iovec iov[UROCE_MAX_SGE];
+	uint64_t total = 0;
+	/* a READ response's description: sent with its bytes, or not at all
+	 * (marked, and the responder sends packets: resp.c) - the requester
+	 * must never read the responder's memory after the response, when
+	 * the MR may have been deregistered (docs/design.md, "READ streams") */
+	uint8_t *only = NULL;
+	int n = pull ? uroce_pull_desc_own(buf, len, iov, &total, &only) : -1;
 	struct shm_txl *l;
 	int err;
 
 	if (!s || ip->family != AF_INET || len > SHM_MAX_PKT || ip->dport == UR_ROCE_PORT ||
 	    IN_MULTICAST(ntohl(ip->dst.v4.s_addr)) || !uroce_shm_dst_local(ctx, ip->dst.v4))
-		return pull;
+		return pull_unsent(only, pull);
 	pthread_mutex_lock(&ep->tx_lock);
 	l = txl_find(s, ip->dport, true);
 	if (l && l->state == TXL_CONNECTING && uroce_now_ns() >= l->retry_ns) {
@@ -801,30 +818,29 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t 
 	}
 	if (!l || l->state != TXL_UP) {
 		pthread_mutex_unlock(&ep->tx_lock);
-		return pull; /* (dropped: the requester's retry sends it again) */
+		/* (dropped: the requester's retry sends it again) */
+		return pull_unsent(only, pull);
 	}
 	err = -EAGAIN;
-	if (pull && l->pull) {
-		/* a pull record (pull.c) takes the bytes it names along, if
-		 * the ring has room: the receiver copies them out with memcpy,
-		 * not with process_vm_readv (docs/design.md, "Bulk records");
-		 * the requester holds mr_lock, so the memory is registered */
-		struct iovec iov[UROCE_MAX_SGE];
-		uint64_t total;
-		int n = uroce_pull_desc_own(buf, len, iov, &total);
-
-		if (n > 0 && bulk_wanted()) {
-			/* into the bulk area; if it has no room, behind the
-			 * record as in version 4 */
-			if (l->area && align_up(total) <= l->asize / 2)
-				err = ring_put(l, ip, buf, len, crc, iov, n, total, true);
-			if (err == -EAGAIN && total <= SHM_MAX_BULK)
-				err = ring_put(l, ip, buf, len, crc, iov, n, total, false);
-			if (!err)
-				uroce_count(ctx, shm_bulk, 1);
-			else if (err == -EAGAIN)
-				uroce_count(ctx, shm_bulk_skip, 1);
-		}
+	/* a pull record (pull.c) takes the bytes it names along, if the ring
+	 * has room: the receiver copies them out with memcpy, not with
+	 * process_vm_readv (docs/design.md, "Bulk records"); the requester
+	 * holds mr_lock, so the memory is registered */
+	if (pull && l->pull && n > 0 && bulk_wanted()) {
+		/* into the bulk area; if it has no room, behind the record as
+		 * in version 4 */
+		if (l->area && align_up(total) <= l->asize / 2)
+			err = ring_put(l, ip, buf, len, crc, iov, n, total, true);
+		if (err == -EAGAIN && total <= SHM_MAX_BULK)
+			err = ring_put(l, ip, buf, len, crc, iov, n, total, false);
+		if (!err)
+			uroce_count(ctx, shm_bulk, 1);
+		else if (err == -EAGAIN)
+			uroce_count(ctx, shm_bulk_skip, 1);
+	}
+	if (err == -EAGAIN && only) {
+		pthread_mutex_unlock(&ep->tx_lock);
+		return pull_unsent(only, true);
 	}
 	if (err == -EAGAIN)
 		err = ring_put(l, ip, buf, len, crc, NULL, 0, 0, false);
@@ -835,7 +851,7 @@ bool uroce_shm_xmit(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint8_t 
 	}
 	pthread_mutex_unlock(&ep->tx_lock);
 	if (err == -EIO)
-		return pull;
+		return pull_unsent(only, pull);
 	if (err) {
 		uroce_count(ctx, shm_full, 1);
 		return true; /* dropped, as by a full socket buffer */
@@ -922,6 +938,8 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		uroce_count(ep->ctx, rx_bytes, h.len);
 		if (h.flags & SHM_REC_FIRST)
 			udp_first(ep);
+		if (bulk || (h.len > 4 && (s->buf[4] & UR_BTH4_PULL)))
+			l->bulk_ns = uroce_ep_rx_clock(ep); /* a stream: uroce_shm_wait */
 		if ((h.flags & SHM_REC_NOCRC) && ep->ctx->pcap)
 			uroce_icrc_stamp(&ip, s->buf, h.len); /* as a capture shows it */
 		deliver(ep, s->buf, h.len, &ip);
@@ -1220,6 +1238,33 @@ bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on)
 	return busy;
 }
 
+/* UROCE_SHM_READ_SPIN (ns, default 50 us, 0: off): how long after a pull
+ * record a requester waiting for ACKs does not sleep (uroce_shm_wait). */
+static uint64_t read_spin_ns(void)
+{
+	static uint64_t v = UINT64_MAX;
+
+	return uroce_env_num("UROCE_SHM_READ_SPIN", 50000, &v);
+}
+
+/* Did a ring of s bring a pull record less than read_spin_ns() ago (rx_lock
+ * held)?  Its sender streams pulled messages to us - READ responses, whose
+ * next one its progress thread is copying into the bulk area now. */
+static bool bulk_streaming(struct uroce_shm *s)
+{
+	uint64_t spin = read_spin_ns(), now = 0;
+
+	for (struct shm_rxl *l = s->rx; l && spin; l = l->next) {
+		if (!l->bulk_ns)
+			continue;
+		if (!now)
+			now = uroce_now_ns();
+		if (now - l->bulk_ns < spin)
+			return true;
+	}
+	return false;
+}
+
 int uroce_shm_wait(struct uroce_ep *ep, bool on)
 {
 	struct uroce_shm *s = ep->shm;
@@ -1234,6 +1279,16 @@ int uroce_shm_wait(struct uroce_ep *ep, bool on)
 		rings_sleep(s, SHM_SLEEP_APP, false);
 		pthread_mutex_unlock(&ep->rx_lock);
 		return -1;
+	}
+	/* A READ stream's requester (ib_read_bw: 16 READs of 64 KiB in
+	 * flight) has the next response a copy away - the responder's
+	 * progress thread is writing it into the bulk area.  Asleep, it made
+	 * the responder ring the doorbell for nearly every response (a
+	 * system call on the copying thread: eventfd_write 9% of its time)
+	 * and paid a wake-up for each (docs/design.md, "READ streams"). */
+	if (bulk_streaming(s)) {
+		pthread_mutex_unlock(&ep->rx_lock);
+		return -2;
 	}
 	/* a counter reset, so that poll() blocks until a sender rings (the
 	 * progress thread's epoll is edge-triggered).  A link whose handshake

@@ -113,8 +113,13 @@ bool uroce_shm_pull_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip);
 bool uroce_shm_bulk_full(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint64_t bytes);
 /* Our own pull record buf (len bytes): the pieces of our memory it names
  * (up to UROCE_MAX_SGE) and their bytes; -1 when it is not one.  The link
- * may carry those bytes with the record (shm.c, "bulk"). */
-int uroce_pull_desc_own(uint8_t *buf, size_t len, struct iovec *iov, uint64_t *total);
+ * may carry those bytes with the record (shm.c, "bulk").  *bytes_only: the
+ * description, when it must not go without its bytes (a READ response,
+ * uroce_pull_desc_bytes_only), else NULL; uroce_pull_desc_unsent marks it
+ * as not sent. */
+int uroce_pull_desc_own(uint8_t *buf, size_t len, struct iovec *iov, uint64_t *total,
+			uint8_t **bytes_only);
+void uroce_pull_desc_unsent(uint8_t *desc);
 /* Copy total bytes from the pieces from[] of src's memory into dst[] with
  * one process_vm_readv - or, when the record brought them (src->ring), from
  * the ring.  0, or -errno: -EFAULT (a bad range, or short),

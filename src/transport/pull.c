@@ -27,12 +27,18 @@
 
 #define PULL_MAGIC 0x4c4c5550u /* "PULL" */
 
+/* pull_hdr.flags, for the sender's own use (the receiver ignores them) */
+enum {
+	PULL_F_BYTES = 1,  /* sent only with its bytes (a READ response) */
+	PULL_F_UNSENT = 2, /* ... which the link could not take: not sent */
+};
+
 struct pull_hdr {
 	uint32_t magic;
 	uint32_t npkts; /* the PSNs the record stands for */
 	uint64_t total; /* bytes */
 	uint32_t niov;	/* pieces that follow */
-	uint32_t resv;
+	uint32_t flags; /* PULL_F_* */
 };
 
 struct pull_iov {
@@ -191,7 +197,8 @@ int uroce_pull_desc_get(const struct uroce_qp *qp, const struct uroce_pkt *pkt, 
 	return n;
 }
 
-int uroce_pull_desc_own(uint8_t *buf, size_t len, struct iovec *iov, uint64_t *total)
+int uroce_pull_desc_own(uint8_t *buf, size_t len, struct iovec *iov, uint64_t *total,
+			uint8_t **bytes_only)
 {
 	struct uroce_pkt pkt;
 	struct pull_hdr h;
@@ -202,7 +209,34 @@ int uroce_pull_desc_own(uint8_t *buf, size_t len, struct iovec *iov, uint64_t *t
 	    (n = desc_decode(pkt.payload, pkt.paylen, &h, iov)) < 0)
 		return -1;
 	*total = h.total;
+	*bytes_only = (h.flags & PULL_F_BYTES) ? pkt.payload : NULL;
 	return n;
+}
+
+void uroce_pull_desc_bytes_only(uint8_t *p)
+{
+	struct pull_hdr h;
+
+	memcpy(&h, p, sizeof(h));
+	h.flags |= PULL_F_BYTES;
+	memcpy(p, &h, sizeof(h));
+}
+
+void uroce_pull_desc_unsent(uint8_t *p)
+{
+	struct pull_hdr h;
+
+	memcpy(&h, p, sizeof(h));
+	h.flags |= PULL_F_UNSENT;
+	memcpy(p, &h, sizeof(h));
+}
+
+bool uroce_pull_desc_was_sent(const uint8_t *p)
+{
+	struct pull_hdr h;
+
+	memcpy(&h, p, sizeof(h));
+	return !(h.flags & PULL_F_UNSENT);
 }
 
 int uroce_pull_to_sge(struct uroce_qp *qp, struct ibv_pd *pd, const struct uroce_sge *sg, int nsge,

@@ -485,6 +485,11 @@ uint32_t uroce_pull_read_seg(const struct uroce_qp *qp);
 /* The payload of a pull record naming n pieces of memory. */
 uint32_t uroce_pull_desc_len(int niov);
 void uroce_pull_desc_put(uint8_t *p, uint32_t npkts, const struct iovec *iov, int n);
+/* The description at p (put above) is a READ response's: the link sends
+ * it only with the bytes it names (shm.c), never as a description the
+ * requester would read later - by then the MR may be gone.  Was it sent? */
+void uroce_pull_desc_bytes_only(uint8_t *p);
+bool uroce_pull_desc_was_sent(const uint8_t *p);
 /* A received pull record's pieces (up to UROCE_MAX_SGE), the PSNs it
  * stands for and its bytes; -1 when it is not a well-formed one from a
  * link we may pull from. */

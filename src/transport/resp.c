@@ -430,9 +430,12 @@ static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 /* The n READ responses for [va, va+len) at psn as one pull record
  * (pull.c): a RESPONSE ONLY naming the MR range, its R_Key, bounds and
- * access checked here; the requester copies from it.  False: send them. */
-static bool read_resp_pull(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey,
-			   uint32_t len, uint32_t n)
+ * access checked here, which the link sends only with those bytes, copied
+ * now under mr_lock (shm.c; never as a description the requester would
+ * read after a deregistration).  Returns how many of the n were sent that
+ * way: the caller sends the rest as packets. */
+static uint32_t read_resp_pull(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey,
+			       uint32_t len, uint32_t n)
 {
 	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + 64 + 8];
 	struct uroce_pkt pkt;
@@ -446,7 +449,7 @@ static bool read_resp_pull(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint3
 		src = uroce_mr_ptr(mr, va, len);
 	if (!src) {
 		pthread_rwlock_unlock(&qp->ctx->mr_lock);
-		return false;
+		return 0;
 	}
 	/* as records of at most uroce_pull_read_seg PSNs each (pull.c) */
 	for (uint32_t i = 0, seg = uroce_pull_read_seg(qp), k; i < n; i += k) {
@@ -459,11 +462,16 @@ static bool read_resp_pull(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint3
 		uroce_pull_desc_put(pkt.payload, k,
 				    &(struct iovec){src + off, i + k < n ? k * qp->mtu : len - off},
 				    1);
+		uroce_pull_desc_bytes_only(pkt.payload);
 		pkt.bth[4] |= UR_BTH4_PULL;
-		uroce_qp_xmit(qp, &pkt); /* mr_lock held: the ring may take the bytes (shm.c) */
+		uroce_qp_xmit(qp, &pkt); /* mr_lock held: the ring takes the bytes (shm.c) */
+		if (!uroce_pull_desc_was_sent(pkt.payload)) {
+			pthread_rwlock_unlock(&qp->ctx->mr_lock);
+			return i;
+		}
 	}
 	pthread_rwlock_unlock(&qp->ctx->mr_lock);
-	return true;
+	return n;
 }
 
 /* Send the READ response packets for [va, va+len) starting at psn (pull:
@@ -471,14 +479,15 @@ static bool read_resp_pull(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint3
 static void send_read_resp(struct uroce_qp *qp, uint32_t psn, uint64_t va, uint32_t rkey,
 			   uint32_t len, bool pull)
 {
-	uint32_t n = len ? (len + qp->mtu - 1) / qp->mtu : 1;
+	uint32_t n = len ? (len + qp->mtu - 1) / qp->mtu : 1, i = 0;
 	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + 4096 + 8];
 
 	if (pull && n > 1 && uroce_pull_min() && len >= uroce_pull_min() && qp->tr == UR_TR_RC &&
-	    uroce_shm_pull_ok(qp->ep, &qp->path) && read_resp_pull(qp, psn, va, rkey, len, n))
+	    uroce_shm_pull_ok(qp->ep, &qp->path) &&
+	    (i = read_resp_pull(qp, psn, va, rkey, len, n)) == n)
 		return;
 
-	for (uint32_t i = 0; i < n; i++) {
+	for (; i < n; i++) {
 		uint32_t off = i * qp->mtu, paylen = len - off;
 		struct uroce_pkt pkt;
 		struct uroce_mr *mr;

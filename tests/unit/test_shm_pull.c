@@ -17,7 +17,18 @@
  *    RETH, a PSN count that does not match, a RETH outside the MR, the flag
  *    on a packet that is not an ONLY, a bulk record (the bytes in the ring,
  *    shm.c) shorter than its description: nothing is written anywhere, and
- *    the victim only drops or NAKs that peer's message.
+ *    the victim only drops or NAKs that peer's message;
+ *  - a READ stream (16 READs of 64 KiB in flight, eight rounds of new
+ *    bytes): every byte lands, every response is pulled (with
+ *    UROCE_SHM_BULK=0 none: a READ response goes only with its bytes, so
+ *    as packets there), and the requester
+ *    waiting for the next response does not sleep while responses stream
+ *    (uroce_shm_wait says -2 within UROCE_SHM_READ_SPIN of the last one, a
+ *    doorbell after it);
+ *  - the source MR deregistered in the middle of a READ stream, its bytes
+ *    overwritten at once: every READ that succeeds carries the registered
+ *    bytes, never the later ones, and the first that fails fails with a
+ *    remote access error.
  *
  * Run as is (the pulled bytes travel in the ring's bulk records) and with
  * UROCE_SHM_BULK=0 (process_vm_readv).
@@ -127,6 +138,14 @@ static bool one_wc(struct ibv_cq *cq, struct ibv_wc *wc)
 
 static uint8_t guard_b[BUF], want[BUF];
 
+/* UROCE_SHM_BULK=0: pull records without their bytes (shm.c) */
+static bool nobulk(void)
+{
+	const char *v = getenv("UROCE_SHM_BULK");
+
+	return v && !strcmp(v, "0");
+}
+
 /* B's buffer filled with a guard, and the image it must show afterwards. */
 static void guard(struct node *n)
 {
@@ -235,7 +254,10 @@ static void test_ops(void)
 			       (void *)(uintptr_t)sg[i].addr, sg[i].length);
 		CHECK(!memcmp(p.a.buf, want, BUF), "nothing outside the READ's pieces changed");
 	}
-	CHECK(CNT(&p.a, shm_pull) >= pa + 2, "pulled by the requester, chunk by chunk: %lu",
+	/* (UROCE_SHM_BULK=0: a READ response goes only with its bytes,
+	 * so as packets) */
+	CHECK(nobulk() ? CNT(&p.a, shm_pull) == pa : CNT(&p.a, shm_pull) >= pa + 2,
+	      "pulled by the requester, chunk by chunk: %lu",
 	      (unsigned long)(CNT(&p.a, shm_pull) - pa));
 
 	/* small messages keep the ring */
@@ -253,6 +275,133 @@ static void test_ops(void)
 	CHECK(one_wc(p.b.cq, &wc) && wc.status == IBV_WC_LOC_LEN_ERR, "the receive fails: %s",
 	      ibv_wc_status_str(wc.status));
 	CHECK(CNT(&p.b, shm_pull_fail) == pb + 1, "one pull could not place it");
+	pair_close(&p);
+}
+
+/* ---- READ streams ---- */
+
+enum { RS_LEN = 65536, RS_SLOTS = 16 };
+#define RS_SPIN_NS 200000000ull /* UROCE_SHM_READ_SPIN for this test (main) */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int post_reads(struct pair *p, int first, int n)
+{
+	for (int s = first; s < first + n; s++)
+		if (post(p->qa, IBV_WR_RDMA_READ, &p->a, (uint32_t)s * RS_LEN, RS_LEN, &p->ib,
+			 (uint32_t)s * RS_LEN, (uint64_t)s))
+			return -1;
+	return 0;
+}
+
+static void test_readstream(void)
+{
+	struct uroce_ep *ea;
+	enum ibv_wc_status st;
+	struct pair p;
+	uint64_t pa;
+	int near = 0, near_sleep = 0, far_sleep = 0;
+
+	CHECK(pull_pair(&p), "a pair with both links");
+	ea = to_uctx(p.a.ctx)->ep[0];
+	pa = CNT(&p.a, shm_pull);
+	for (int round = 0; round < 8; round++) {
+		fill(p.b.buf, (size_t)RS_SLOTS * RS_LEN, 100u + (uint32_t)round);
+		memset(p.a.buf, 0, (size_t)RS_SLOTS * RS_LEN);
+		CHECK(!post_reads(&p, 0, RS_SLOTS) && !wait_cq(p.a.cq, RS_SLOTS, &st) &&
+			  st == IBV_WC_SUCCESS &&
+			  !memcmp(p.a.buf, p.b.buf, (size_t)RS_SLOTS * RS_LEN),
+		      "round %d: %d READs of 64 KiB in flight, every byte", round, RS_SLOTS);
+	}
+	if (nobulk()) { /* a READ response goes only with its bytes */
+		CHECK(CNT(&p.a, shm_pull) == pa, "UROCE_SHM_BULK=0: responses as packets");
+		pair_close(&p);
+		return;
+	}
+	CHECK(CNT(&p.a, shm_pull) >= pa + 8 * RS_SLOTS, "every response pulled: %lu of %d",
+	      (unsigned long)(CNT(&p.a, shm_pull) - pa), 8 * RS_SLOTS);
+
+	/* Just after a response the requester must not sleep; once
+	 * UROCE_SHM_READ_SPIN has passed it may (a ring being drained by
+	 * the progress thread also says -2: hence several looks).  Looks
+	 * that a preemption pushed past the window say nothing. */
+	for (int i = 0; i < 10; i++) {
+		uint64_t t0 = now_ns();
+		int fd;
+
+		if (post_reads(&p, 0, 1) || wait_cq(p.a.cq, 1, &st) || st != IBV_WC_SUCCESS)
+			break;
+		fd = uroce_shm_wait(ea, true);
+		uroce_shm_wait(ea, false);
+		if (now_ns() - t0 < RS_SPIN_NS / 2) {
+			near++;
+			near_sleep += fd >= 0;
+		}
+	}
+	CHECK(near > 0 && !near_sleep, "within the window after a response: no sleep (%d of %d)",
+	      near_sleep, near);
+	usleep((useconds_t)(RS_SPIN_NS / 1000 + 20000));
+	for (int i = 0; i < 10 && !far_sleep; i++) {
+		int fd = uroce_shm_wait(ea, true);
+
+		uroce_shm_wait(ea, false);
+		far_sleep += fd >= 0;
+		if (!far_sleep)
+			usleep(1000);
+	}
+	CHECK(far_sleep, "after the window the requester sleeps on the doorbell again");
+	pair_close(&p);
+}
+
+static void test_readdereg(void)
+{
+	int posted, done = 0, good = 0, bad = 0, after = 0, errs = 0;
+	enum ibv_wc_status first = IBV_WC_SUCCESS;
+	bool gone = false;
+	struct ibv_wc wc;
+	struct pair p;
+
+	CHECK(pull_pair(&p), "a pair with both links");
+	fill(p.b.buf, (size_t)RS_SLOTS * RS_LEN, 21);
+	memcpy(want, p.b.buf, (size_t)RS_SLOTS * RS_LEN);
+	memset(p.a.buf, 0, (size_t)RS_SLOTS * RS_LEN);
+	CHECK(!post_reads(&p, 0, RS_SLOTS), "%d READs posted", RS_SLOTS);
+	posted = RS_SLOTS;
+	while (done < posted && one_wc(p.a.cq, &wc)) {
+		int s = (int)wc.wr_id;
+
+		done++;
+		if (wc.status == IBV_WC_SUCCESS) {
+			good++;
+			after += gone;
+			bad += !!memcmp(p.a.buf + (size_t)s * RS_LEN, want + (size_t)s * RS_LEN,
+					RS_LEN);
+			memset(p.a.buf + (size_t)s * RS_LEN, 0, RS_LEN);
+		} else if (!errs++) {
+			first = wc.status;
+		}
+		if (done == 48) {
+			/* mid-stream: gone, and its bytes are not the registered ones */
+			CHECK(!ibv_dereg_mr(p.b.mr), "B's MR deregistered after %d READs", done);
+			p.b.mr = NULL;
+			memset(p.b.buf, 0xee, (size_t)RS_SLOTS * RS_LEN);
+			gone = true;
+		}
+		if (!errs && posted < 2000 && !post_reads(&p, s, 1))
+			posted++;
+	}
+	CHECK(done == posted, "every READ completed: %d of %d", done, posted);
+	CHECK(!bad, "%d of %d successful READs carried bytes other than the registered ones", bad,
+	      good);
+	CHECK(errs && first == IBV_WC_REM_ACCESS_ERR,
+	      "after the deregistration READs fail: %s (%d successful after it, %d errors)",
+	      ibv_wc_status_str(first), after, errs);
 	pair_close(&p);
 }
 
@@ -386,8 +535,14 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	setenv("UROCE_SHM_READ_SPIN", "200000000", 1); /* RS_SPIN_NS */
 	if (!*only || !strcmp(only, "ops"))
 		test_ops();
+	if ((!*only || !strcmp(only, "readstream")) && uroce_pull_min() &&
+	    uroce_pull_min() <= RS_LEN) {
+		test_readstream();
+		test_readdereg();
+	}
 	if ((!*only || !strcmp(only, "hostile")) && uroce_pull_min())
 		test_hostile();
 	printf("test_shm_pull: %u passed, %u failed\n", passed, failed);
