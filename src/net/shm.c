@@ -74,6 +74,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #include "uroce.h"
 #include "net/pcap.h"
 #include "net/shm.h"
@@ -212,7 +216,6 @@ struct shm_rxl { /* we receive */
 	uint8_t *area; /* the bulk area, asize bytes */
 	uint64_t asize;
 	uint64_t deadline_ns; /* pending: the hello's */
-	uint64_t bulk_ns;     /* when a pull record last came (rx_lock): uroce_shm_wait */
 };
 
 struct uroce_shm {
@@ -251,6 +254,46 @@ static uint32_t area_bytes(void)
 	uint64_t n = uroce_env_num("UROCE_SHM_AREA", SHM_AREA_BYTES, &v);
 
 	return n < SHM_MIN_AREA || n > SHM_MAX_AREA || (n & (n - 1)) ? 0 : (uint32_t)n;
+}
+
+/* UROCE_SHM_COPY=0: bulk bytes copied with memcpy (measurements) */
+static bool copy_wanted(void)
+{
+	static int on = -1;
+
+	return uroce_env_on("UROCE_SHM_COPY", &on);
+}
+
+/* A bulk record's bytes, into the ring or the bulk area and out of it
+ * (docs/design.md, "The bulk copy").  glibc's memcpy copies 64 KiB with
+ * rep movsb on this CPU (AMD Zen 3, its threshold 2,112 bytes), and that
+ * was bimodal run to run: ib_read_bw 64 KiB 3.1-22.3 GB/s, slow in 4 runs
+ * of 10, against 21.2-23.0 in all 10 with glibc's vector loop instead
+ * (GLIBC_TUNABLES rep_movsb_threshold, same minutes).  So the bulk bytes
+ * go through a plain 16-byte vector loop, 64 bytes an iteration. */
+static void bulk_copy(void *dst, const void *src, size_t n)
+{
+#if defined(__x86_64__)
+	if (n >= 256 && copy_wanted()) {
+		uint8_t *d = dst;
+		const uint8_t *s = src;
+
+		for (; n >= 64; n -= 64, d += 64, s += 64) {
+			__m128i a = _mm_loadu_si128((const __m128i *)(const void *)s),
+				b = _mm_loadu_si128((const __m128i *)(const void *)(s + 16)),
+				c = _mm_loadu_si128((const __m128i *)(const void *)(s + 32)),
+				e = _mm_loadu_si128((const __m128i *)(const void *)(s + 48));
+
+			_mm_storeu_si128((__m128i *)(void *)d, a);
+			_mm_storeu_si128((__m128i *)(void *)(d + 16), b);
+			_mm_storeu_si128((__m128i *)(void *)(d + 32), c);
+			_mm_storeu_si128((__m128i *)(void *)(d + 48), e);
+		}
+		dst = d;
+		src = s;
+	}
+#endif
+	memcpy(dst, src, n);
 }
 
 static bool shm_wanted(void)
@@ -736,8 +779,8 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 	to = in_area ? l->area + (apos & (l->asize - 1)) : at + pext;
 	for (uint64_t i = 0, done = 0; i < (uint64_t)nbulk && done < total;
 	     done += bulk[i++].iov_len)
-		memcpy(to + done, bulk[i].iov_base,
-		       bulk[i].iov_len < total - done ? bulk[i].iov_len : total - done);
+		bulk_copy(to + done, bulk[i].iov_base,
+			  bulk[i].iov_len < total - done ? bulk[i].iov_len : total - done);
 	if (in_area)
 		l->atail = apos + align_up(total);
 	l->tail = pos + need;
@@ -938,8 +981,6 @@ static int ring_drain(struct uroce_shm *s, struct shm_rxl *l, int want,
 		uroce_count(ep->ctx, rx_bytes, h.len);
 		if (h.flags & SHM_REC_FIRST)
 			udp_first(ep);
-		if (bulk || (h.len > 4 && (s->buf[4] & UR_BTH4_PULL)))
-			l->bulk_ns = uroce_ep_rx_clock(ep); /* a stream: uroce_shm_wait */
 		if ((h.flags & SHM_REC_NOCRC) && ep->ctx->pcap)
 			uroce_icrc_stamp(&ip, s->buf, h.len); /* as a capture shows it */
 		deliver(ep, s->buf, h.len, &ip);
@@ -1238,33 +1279,6 @@ bool uroce_shm_sleep(struct uroce_ctx *ctx, bool on)
 	return busy;
 }
 
-/* UROCE_SHM_READ_SPIN (ns, default 50 us, 0: off): how long after a pull
- * record a requester waiting for ACKs does not sleep (uroce_shm_wait). */
-static uint64_t read_spin_ns(void)
-{
-	static uint64_t v = UINT64_MAX;
-
-	return uroce_env_num("UROCE_SHM_READ_SPIN", 50000, &v);
-}
-
-/* Did a ring of s bring a pull record less than read_spin_ns() ago (rx_lock
- * held)?  Its sender streams pulled messages to us - READ responses, whose
- * next one its progress thread is copying into the bulk area now. */
-static bool bulk_streaming(struct uroce_shm *s)
-{
-	uint64_t spin = read_spin_ns(), now = 0;
-
-	for (struct shm_rxl *l = s->rx; l && spin; l = l->next) {
-		if (!l->bulk_ns)
-			continue;
-		if (!now)
-			now = uroce_now_ns();
-		if (now - l->bulk_ns < spin)
-			return true;
-	}
-	return false;
-}
-
 int uroce_shm_wait(struct uroce_ep *ep, bool on)
 {
 	struct uroce_shm *s = ep->shm;
@@ -1279,16 +1293,6 @@ int uroce_shm_wait(struct uroce_ep *ep, bool on)
 		rings_sleep(s, SHM_SLEEP_APP, false);
 		pthread_mutex_unlock(&ep->rx_lock);
 		return -1;
-	}
-	/* A READ stream's requester (ib_read_bw: 16 READs of 64 KiB in
-	 * flight) has the next response a copy away - the responder's
-	 * progress thread is writing it into the bulk area.  Asleep, it made
-	 * the responder ring the doorbell for nearly every response (a
-	 * system call on the copying thread: eventfd_write 9% of its time)
-	 * and paid a wake-up for each (docs/design.md, "READ streams"). */
-	if (bulk_streaming(s)) {
-		pthread_mutex_unlock(&ep->rx_lock);
-		return -2;
 	}
 	/* a counter reset, so that poll() blocks until a sender rings (the
 	 * progress thread's epoll is edge-triggered).  A link whose handshake
@@ -1532,8 +1536,8 @@ int uroce_shm_pull(struct uroce_ctx *ctx, const struct uroce_pull_src *src, cons
 			return -EFAULT;
 		}
 		for (size_t i = 0, at = 0; i < (size_t)ndst && at < total; at += dst[i++].iov_len)
-			memcpy(dst[i].iov_base, src->ring + at,
-			       dst[i].iov_len < total - at ? dst[i].iov_len : total - at);
+			bulk_copy(dst[i].iov_base, src->ring + at,
+				  dst[i].iov_len < total - at ? dst[i].iov_len : total - at);
 		uroce_count(ctx, shm_pull, 1);
 		uroce_count(ctx, shm_pull_bytes, total);
 		return 0;
