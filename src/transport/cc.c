@@ -55,6 +55,12 @@
 #define CC_PACE_MIN_PKTS 16u
 #define CC_PACE_GAIN	 125u /* percent */
 #define CC_LOSS_WMAX	 UROCE_WINDOW
+/* UROCE_PACE_COMP=1 (session 15, a bench knob): the share of the pacer's
+ * schedule lost to wake-ups later than the burst's credit, measured per
+ * CC_PL_PERIOD_NS and smoothed over about four, raises the pacing rate by
+ * as much (at most CC_PL_MAX / 1024 of the schedule made up: 2x). */
+#define CC_PL_PERIOD_NS 10000000ull
+#define CC_PL_MAX	512u
 /* Loss mode's law (UROCE_CC_LAW=cubic; docs/selective-repeat.md,
  * "Session 15"): CUBIC (RFC 9438) in packets.  C is Linux's 0.4 segments
  * per s^3 in bytes - a segment carries up to 1,448 bytes, a uroce packet
@@ -96,6 +102,10 @@ void uroce_cc_init(struct uroce_qp *qp)
 	e = getenv("UROCE_PACE_GAIN_HI");
 	qp->sk->pace_gain_hi =
 	    e && (atoi(e) >= 100 || !strcmp(e, "0")) ? (uint32_t)atoi(e) : CC_PACE_GAIN_HI;
+	e = getenv("UROCE_PACE_COMP");
+	qp->sk->pace_comp = e && !strcmp(e, "1");
+	qp->sk->pl_frac = 0;
+	qp->sk->pl_t0 = qp->sk->pl_lost = 0;
 	e = getenv("UROCE_CC_LAW");
 	qp->sk->cubic = e && !strcmp(e, "cubic");
 	e = getenv("UROCE_CC_CUBIC_C");
@@ -229,6 +239,7 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 	target = sk->base_rtt_ns + sk->target_ns;
 	sk->ccst.samples++;
 	sk->ccst.cwnd_sum += sk->cwnd >> 10;
+	sk->ccst.pipe_sum += rc_pipe(qp);
 	if (sk->loss_mode) {
 		sk->ccst.loss_samples++;
 		sk->low_rtts = rtt_ns <= target ? sk->low_rtts + 1 : 0;
@@ -447,15 +458,36 @@ void uroce_cc_undo(struct uroce_qp *qp)
 uint64_t uroce_cc_pace_gap(const struct uroce_qp *qp)
 {
 	const struct uroce_sack *sk = qp->sk;
-	uint64_t w = rc_cwnd(qp);
+	uint64_t w = rc_cwnd(qp), g;
 
 	if (!sk || !sk->cc || !sk->peer_resp || !sk->pace_quantum_ns || !qp->req.srtt_ns || !w)
 		return 0;
 	/* at pace_gain/100 of the window's rate (pace_gain_hi while few
 	 * packets are resent: loss_low), twice it in slow start */
-	return sk->slow_start ? qp->req.srtt_ns / (2 * w)
-			      : qp->req.srtt_ns * 100 /
-				    ((loss_low(sk) ? sk->pace_gain_hi : sk->pace_gain) * w);
+	g = sk->slow_start
+		? qp->req.srtt_ns / (2 * w)
+		: qp->req.srtt_ns * 100 / ((loss_low(sk) ? sk->pace_gain_hi : sk->pace_gain) * w);
+	/* UROCE_PACE_COMP: what late wake-ups lose, made up by the rate */
+	return sk->pace_comp ? g * (1024 - sk->pl_frac) / 1024 : g;
+}
+
+/* UROCE_PACE_COMP: lost ns of the pacer's schedule (a wake-up after the
+ * burst's credit) at now; per CC_PL_PERIOD_NS the share lost, smoothed. */
+static void pace_lost(struct uroce_sack *sk, uint64_t lost, uint64_t now)
+{
+	uint64_t f;
+
+	sk->pl_lost += lost;
+	if (!sk->pl_t0)
+		sk->pl_t0 = now;
+	if (now - sk->pl_t0 < CC_PL_PERIOD_NS)
+		return;
+	f = sk->pl_lost * 1024 / (now - sk->pl_t0);
+	if (f > CC_PL_MAX)
+		f = CC_PL_MAX;
+	sk->pl_frac = (uint32_t)((3 * sk->pl_frac + f) / 4);
+	sk->pl_t0 = now;
+	sk->pl_lost = 0;
 }
 
 static uint64_t pace_burst(const struct uroce_qp *qp, uint64_t gap)
@@ -525,6 +557,8 @@ void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now)
 			sk->ccst.pace_lost_ns += now - sk->pace_ns;
 			sk->ccst.pace_lost_n++;
 		}
+		if (sk->pace_comp)
+			pace_lost(sk, sk->pace_ns < now ? now - sk->pace_ns : 0, now);
 	}
 	if (sk->pace_ns < now)
 		sk->pace_ns = now;
@@ -538,12 +572,14 @@ void uroce_cc_log(const struct uroce_qp *qp)
 
 	if (!sk->cc || !sk->ccst.samples)
 		return;
-	ur_info("qp %u cc: %llu round trips, mean window %.1f packets, base rtt %llu us, "
+	ur_info("qp %u cc: %llu round trips, mean window %.1f packets (in flight %.1f), base rtt "
+		"%llu us, "
 		"decreases: %llu delay, %llu loss (%llu undone), %llu timeout; loss mode entered "
 		"%llu times%s, in loss mode %.0f%% of the round trips; paced %llu times, "
 		"reordering window %llu us",
 		qp->ibqp.qp_base.qp_num, (unsigned long long)sk->ccst.samples,
 		(double)sk->ccst.cwnd_sum / (double)sk->ccst.samples,
+		(double)sk->ccst.pipe_sum / (double)sk->ccst.samples,
 		(unsigned long long)(sk->base_rtt_ns / 1000),
 		(unsigned long long)sk->ccst.dec_delay, (unsigned long long)sk->ccst.dec_loss,
 		(unsigned long long)sk->ccst.undos, (unsigned long long)sk->ccst.dec_timeout,

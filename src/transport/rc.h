@@ -234,6 +234,12 @@ struct uroce_sack {
 	 * the burst that may go ahead of it (0: no pacing) */
 	uint64_t pace_ns, pace_quantum_ns;
 	uint32_t pace_gain; /* the rate against the window's, percent */
+	/* UROCE_PACE_COMP=1 (cc.c): the share of the pacer's schedule that
+	 * late wake-ups lost (/ 1024, smoothed), measured over periods from
+	 * pl_t0, and the rate raised by as much */
+	bool pace_comp;
+	uint32_t pl_frac;
+	uint64_t pl_t0, pl_lost;
 	/* loss mode: the window's cap (UROCE_CC_LOSS_WMAX; rc_cwnd) */
 	uint32_t loss_wmax;
 	/* loss mode's window law (UROCE_CC_LAW, cc.c): Reno's +a per round
@@ -273,6 +279,9 @@ struct uroce_sack {
 		 * window by the cubic function, by the TCP-friendly estimate,
 		 * at the plateau's 1/(100 W) */
 		uint64_t cub_cubic, cub_friendly, cub_flat;
+		/* the packets in the network (rc_pipe) at each round-trip
+		 * sample: how much of the window a flow fills */
+		uint64_t pipe_sum;
 	} ccst;
 	/* requester: READ responses placed ahead of una (comp.c), how many
 	 * (not in the network: rc_pipe), the highest of them; rd_done: a
