@@ -3,10 +3,11 @@
  * losses and acknowledgements.  Time since the last decrease is set by
  * moving the epoch back from the clock (what passes between that and the
  * call is microseconds: the assertions allow a packet):
- *   - the default is Reno's law (+2 per window), UROCE_CC_LAW=cubic the
- *     cubic one, with C and beta from the environment;
- *   - entering loss mode from a window W: 0.7 W, W_max = W and
- *     K = cbrt(0.3 W / C);
+ *   - the default is the cubic law with beta 0.87 and C 500,000
+ *     packets/s^3, UROCE_CC_LAW=reno Reno's (+2 per window); C and beta
+ *     from the environment (Linux's: 0.7 and 0.566 in packets);
+ *   - entering loss mode from a window W: beta W, W_max = W and
+ *     K = cbrt((1 - beta) W / C);
  *   - concave below K (the window goes to W(t) < W_max, faster the
  *     further from W_max), flat at K (1 / (100 W) per packet), convex
  *     past it (beyond W_max);
@@ -93,14 +94,27 @@ int main(void)
 	unsetenv("UROCE_CC_LOSS_WMAX");
 	unsetenv("UROCE_CC_LOW_LOSS");
 	uroce_cc_init(qp);
-	CHECK(!qp->sk->cubic, "the default law is not Reno's");
+	CHECK(qp->sk->cubic && qp->sk->cubic_beta == 870 && qp->sk->cubic_c == 500000,
+	      "the default: cubic %d, beta %u, C %.1f (not cubic, 870, 500000)", qp->sk->cubic,
+	      qp->sk->cubic_beta, qp->sk->cubic_c);
+	enter_loss_mode(qp, 200);
+	CHECK(qp->sk->loss_mode && near(pkts(qp), 200 * 870 / 1024.0, 0.5) &&
+		  qp->sk->cubic_wmax == 200 && near(qp->sk->cubic_k, 0.0392, 0.001),
+	      "the default, loss mode from 200: window %.1f, W_max %.1f, K %.4f s", pkts(qp),
+	      qp->sk->cubic_wmax, qp->sk->cubic_k);
+	setenv("UROCE_CC_LAW", "reno", 1);
+	uroce_cc_init(qp);
+	CHECK(!qp->sk->cubic, "UROCE_CC_LAW=reno: the cubic law");
 	enter_loss_mode(qp, 200);
 	w = pkts(qp);
 	uroce_cc_acked(qp, (uint32_t)w);
 	CHECK(near(pkts(qp), w + 2, 0.01), "Reno: a window acknowledged gave %.2f, not %.2f + 2",
 	      pkts(qp), w);
 
+	/* Linux's constants (in packets) */
 	setenv("UROCE_CC_LAW", "cubic", 1);
+	setenv("UROCE_CC_CUBIC_BETA", "717", 1);
+	setenv("UROCE_CC_CUBIC_C", "0.5656", 1);
 	uroce_cc_init(qp);
 	CHECK(qp->sk->cubic && qp->sk->cubic_beta == 717 && near(qp->sk->cubic_c, 0.5656, 0.001),
 	      "UROCE_CC_LAW=cubic: cubic %d, beta %u, C %.4f", qp->sk->cubic, qp->sk->cubic_beta,
@@ -180,7 +194,7 @@ int main(void)
 
 	/* the TCP-friendly estimate (Linux's C: the cubic part is seconds
 	 * away): W_max beta + 0.53 t / srtt */
-	unsetenv("UROCE_CC_CUBIC_C");
+	setenv("UROCE_CC_CUBIC_C", "0.5656", 1);
 	uroce_cc_init(qp);
 	qp->sk->base_rtt_ns = 0;
 	qp->sk->last_rtt_ns = 0;
@@ -242,6 +256,8 @@ int main(void)
 	      "a loss in delay mode: %.1f, not 0.87 x 100", pkts(qp));
 
 	unsetenv("UROCE_CC_LAW");
+	unsetenv("UROCE_CC_CUBIC_BETA");
+	unsetenv("UROCE_CC_CUBIC_C");
 	free(qp->sk);
 	free(qp);
 	printf("test_cc_cubic: %u passed, %u failed\n", passed, failed);
