@@ -72,8 +72,7 @@ int main(void)
 	unsetenv("UROCE_CC_LOSS_AI_HI");
 	unsetenv("UROCE_PACE_GAIN_HI");
 	unsetenv("UROCE_CC_LOSS_WMAX");
-	/* loss mode's Reno law (CUBIC's: test_cc_cubic) */
-	setenv("UROCE_CC_LAW", "reno", 1);
+	unsetenv("UROCE_CC_LAW"); /* loss mode's Reno law (CUBIC's: test_cc_cubic) */
 	uroce_cc_init(qp);
 	CHECK(qp->sk->cc && qp->sk->slow_start && pkts(qp) == 16 && qp->sk->target_ns == 1 * MS,
 	      "the defaults: on, slow start from 16 packets, 1 ms");

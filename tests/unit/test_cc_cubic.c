@@ -3,9 +3,9 @@
  * losses and acknowledgements.  Time since the last decrease is set by
  * moving the epoch back from the clock (what passes between that and the
  * call is microseconds: the assertions allow a packet):
- *   - the default is the cubic law with beta 0.87 and C 500,000
- *     packets/s^3, UROCE_CC_LAW=reno Reno's (+2 per window); C and beta
- *     from the environment (Linux's: 0.7 and 0.566 in packets);
+ *   - the default is Reno's law (+2 per window); UROCE_CC_LAW=cubic the
+ *     cubic one, beta 0.87 and C 500,000 packets/s^3 unless
+ *     UROCE_CC_CUBIC_BETA / _C say otherwise (Linux's: 0.7 and 0.566);
  *   - entering loss mode from a window W: beta W, W_max = W and
  *     K = cbrt((1 - beta) W / C);
  *   - concave below K (the window goes to W(t) < W_max, faster the
@@ -94,9 +94,12 @@ int main(void)
 	unsetenv("UROCE_CC_LOSS_WMAX");
 	unsetenv("UROCE_CC_LOW_LOSS");
 	uroce_cc_init(qp);
+	CHECK(!qp->sk->cubic, "the default law is not Reno's");
+	setenv("UROCE_CC_LAW", "cubic", 1);
+	uroce_cc_init(qp);
 	CHECK(qp->sk->cubic && qp->sk->cubic_beta == 870 && qp->sk->cubic_c == 500000,
-	      "the default: cubic %d, beta %u, C %.1f (not cubic, 870, 500000)", qp->sk->cubic,
-	      qp->sk->cubic_beta, qp->sk->cubic_c);
+	      "UROCE_CC_LAW=cubic: cubic %d, beta %u, C %.1f (not cubic, 870, 500000)",
+	      qp->sk->cubic, qp->sk->cubic_beta, qp->sk->cubic_c);
 	enter_loss_mode(qp, 200);
 	CHECK(qp->sk->loss_mode && near(pkts(qp), 200 * 870 / 1024.0, 0.5) &&
 		  qp->sk->cubic_wmax == 200 && near(qp->sk->cubic_k, 0.0392, 0.001),

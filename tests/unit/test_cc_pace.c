@@ -68,7 +68,6 @@ int main(void)
 	unsetenv("UROCE_CC");
 	unsetenv("UROCE_PACE_US");
 	unsetenv("UROCE_PACE_GAIN");
-	setenv("UROCE_PACE_COMP", "0", 1); /* its own part, at the end */
 	qp = new_qp(&ep);
 	CHECK(qp->sk->pace_quantum_ns == 200 * US, "the quantum: %llu ns",
 	      (unsigned long long)qp->sk->pace_quantum_ns);
@@ -193,16 +192,18 @@ int main(void)
 	free(qp);
 
 	/* the schedule that late wake-ups lose, made up by the rate
-	 * (UROCE_PACE_COMP, on by default since session 15): woken 100 us
-	 * after the burst's credit every time, a third of the schedule is
-	 * lost; the gap shrinks by as much.  UROCE_PACE_COMP=0: unchanged */
+	 * (UROCE_PACE_COMP=1, session 15): woken 100 us after the burst's
+	 * credit every time, a third of the schedule is lost; the gap
+	 * shrinks by as much.  By default (and UROCE_PACE_COMP=0): unchanged */
 	for (int comp = 0; comp < 2; comp++) {
 		uint64_t g0;
 
 		if (comp)
+			setenv("UROCE_PACE_COMP", "1", 1);
+		else
 			unsetenv("UROCE_PACE_COMP");
 		qp = new_qp(&ep);
-		CHECK(qp->sk->pace_comp == comp, "UROCE_PACE_COMP %s: %d", comp ? "unset" : "0",
+		CHECK(qp->sk->pace_comp == comp, "UROCE_PACE_COMP %s: %d", comp ? "1" : "unset",
 		      qp->sk->pace_comp);
 		qp->sk->loss_mode = true;
 		qp->sk->cwnd = 128 << 10;
@@ -230,6 +231,7 @@ int main(void)
 		free(qp->sk);
 		free(qp);
 	}
+	unsetenv("UROCE_PACE_COMP");
 	printf("test_cc_pace: %u passed, %u failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
