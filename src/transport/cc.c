@@ -55,6 +55,27 @@
 #define CC_PACE_MIN_PKTS 16u
 #define CC_PACE_GAIN	 125u /* percent */
 #define CC_LOSS_WMAX	 UROCE_WINDOW
+/* Pacing under CPU load (session 15; UROCE_PACE_COMP=1, a bench knob): the share
+ * of the pacer's schedule lost to wake-ups later than the burst's credit,
+ * measured per CC_PL_PERIOD_NS and smoothed over about four, raises the
+ * pacing rate by as much (at most CC_PL_MAX / 1024 of the schedule made
+ * up: 2x) - spread over the schedule, not caught up in one burst (which
+ * the fifth session and session 14 tried and dropped). */
+#define CC_PL_PERIOD_NS 10000000ull
+#define CC_PL_MAX	512u
+/* Loss mode's law (docs/selective-repeat.md, "Session 15"): Reno's
+ * +CC_LOSS_AI(_HI) per round trip, or with UROCE_CC_LAW=cubic (a bench
+ * knob) CUBIC's window function of the time since the last decrease
+ * (RFC 9438, in packets).
+ * Its constants are not Linux's: with C 0.4 segments/s^3 (0.566 packets)
+ * and beta 0.7 the function takes 3-4 s back to W_max where a decrease
+ * comes every 20-300 ms next to TCP, the TCP-friendly estimate (Reno,
+ * +0.53 per round trip) rules, and uroce kept 0.70-0.91 of what Reno's
+ * law kept (1 busy loop / quiet).  With beta 0.87 (as Reno's here) and
+ * C 500,000 packets/s^3 it is back in K = 30-45 ms, as fast whatever the
+ * round trip (UROCE_CC_CUBIC_C, UROCE_CC_CUBIC_BETA /1024). */
+#define CC_CUBIC_C    500000.0
+#define CC_CUBIC_BETA 870u /* / 1024 */
 
 void uroce_cc_init(struct uroce_qp *qp)
 {
@@ -89,6 +110,18 @@ void uroce_cc_init(struct uroce_qp *qp)
 	e = getenv("UROCE_PACE_GAIN_HI");
 	qp->sk->pace_gain_hi =
 	    e && (atoi(e) >= 100 || !strcmp(e, "0")) ? (uint32_t)atoi(e) : CC_PACE_GAIN_HI;
+	e = getenv("UROCE_PACE_COMP");
+	qp->sk->pace_comp = e && !strcmp(e, "1");
+	qp->sk->pl_frac = 0;
+	qp->sk->pl_t0 = qp->sk->pl_lost = 0;
+	e = getenv("UROCE_CC_LAW");
+	qp->sk->cubic = e && !strcmp(e, "cubic");
+	e = getenv("UROCE_CC_CUBIC_C");
+	qp->sk->cubic_c = e && strtod(e, NULL) > 0 ? strtod(e, NULL) : CC_CUBIC_C;
+	e = getenv("UROCE_CC_CUBIC_BETA");
+	qp->sk->cubic_beta = e && atoi(e) > 0 && atoi(e) < 1024 ? (uint32_t)atoi(e) : CC_CUBIC_BETA;
+	qp->sk->cubic_wmax = qp->sk->cubic_wlast = qp->sk->cubic_k = qp->sk->cubic_frac = 0;
+	qp->sk->cubic_epoch_ns = 0;
 	e = getenv("UROCE_CC_LOSS_WMAX");
 	qp->sk->loss_wmax = e && atoi(e) > 0 ? (uint32_t)atoi(e) : CC_LOSS_WMAX;
 	if (qp->sk->loss_wmax > UR_SACK_WIN / 2)
@@ -96,6 +129,95 @@ void uroce_cc_init(struct uroce_qp *qp)
 	qp->sk->lf_sent = qp->sk->lf_resent = 0;
 	qp->sk->loss_frac_on = false;
 	qp->sk->pace_ns = 0;
+}
+
+/* The cube root of x >= 0 (Newton's, from above; no libm), to 1e-9. */
+static double cube_root(double x)
+{
+	double y = 1.0, p;
+
+	if (x <= 0)
+		return 0;
+	while (y * y * y < x)
+		y *= 2.0;
+	for (int i = 0; i < 100; i++) {
+		p = y;
+		y = (2.0 * y + x / (y * y)) / 3.0;
+		if (p - y < 1e-9)
+			break;
+	}
+	return y;
+}
+
+/* CUBIC: a new epoch at now after a decrease from the window w to
+ * after (packets << 10) - W_max is w (less, if w is below the W_max
+ * before it: fast convergence, RFC 9438 4.7), K the time the cubic
+ * function takes from after back to W_max. */
+static void cubic_epoch(struct uroce_sack *sk, uint32_t w, uint32_t after, uint64_t now)
+{
+	double wp = w / 1024.0, ap = after / 1024.0, beta = sk->cubic_beta / 1024.0;
+
+	sk->cubic_wmax = wp < sk->cubic_wlast ? wp * (1.0 + beta) / 2.0 : wp;
+	sk->cubic_wlast = wp;
+	sk->cubic_k = sk->cubic_wmax > ap ? cube_root((sk->cubic_wmax - ap) / sk->cubic_c) : 0;
+	sk->cubic_epoch_ns = now;
+	sk->cubic_frac = 0;
+}
+
+/* CUBIC's multiplicative decrease of the window w: the window after it. */
+static uint32_t cubic_decrease(struct uroce_sack *sk, uint32_t w, uint64_t now)
+{
+	uint32_t after = (uint32_t)((uint64_t)w * sk->cubic_beta / 1024);
+
+	cubic_epoch(sk, w, after, now);
+	return after;
+}
+
+/* CUBIC's increase for n packets acknowledged (RFC 9438 4.2-4.4): toward
+ * the cubic function one round trip ahead, W(t + rtt), at most 1.5 x the
+ * window; toward the TCP-friendly estimate W_est = W_max beta +
+ * 3 (1 - beta) / (1 + beta) t / srtt where that is larger; 1 / (100 W)
+ * per packet at the plateau.  t is time since the last decrease from the
+ * monotonic clock: the cubic part grows as fast whatever the round trip
+ * (the smallest one seen is the "rtt" it looks ahead, as Linux's
+ * delay_min), only the TCP-friendly part follows the round trip. */
+static void cubic_acked(struct uroce_sack *sk, uint32_t n, uint64_t srtt_ns, uint64_t now)
+{
+	double w = sk->cwnd / 1024.0, beta = sk->cubic_beta / 1024.0, t, target, est, goal, inc;
+	uint32_t add;
+
+	if (!sk->cubic_epoch_ns) /* no decrease yet: the plateau at the window */
+		cubic_epoch(sk, sk->cwnd, sk->cwnd, now);
+	t = (double)(now - sk->cubic_epoch_ns + sk->base_rtt_ns) / 1e9;
+	target = sk->cubic_c * (t - sk->cubic_k) * (t - sk->cubic_k) * (t - sk->cubic_k) +
+		 sk->cubic_wmax;
+	est = srtt_ns
+		  ? sk->cubic_wmax * beta + 3.0 * (1.0 - beta) / (1.0 + beta) *
+						(double)(now - sk->cubic_epoch_ns) / (double)srtt_ns
+		  : 0;
+	/* at most 1.5 x per round trip, both (after an idle time, a window
+	 * of ACKs at once) */
+	if (target > 1.5 * w)
+		target = 1.5 * w;
+	if (est > 1.5 * w)
+		est = 1.5 * w;
+	if (est > w && est > target) {
+		goal = est;
+		sk->ccst.cub_friendly++;
+	} else if (target > w) {
+		goal = target;
+		sk->ccst.cub_cubic++;
+	} else {
+		goal = w + n / (100.0 * w);
+		sk->ccst.cub_flat++;
+	}
+	/* (goal - w) / w per packet, never past the goal (a batch of more
+	 * than a window) */
+	inc = (goal - w) / w * n;
+	sk->cubic_frac += (inc < goal - w ? inc : goal - w) * 1024.0;
+	add = (uint32_t)sk->cubic_frac;
+	sk->cubic_frac -= add;
+	sk->cwnd += add;
 }
 
 /* A round trip sample (one per round trip, never of a resent packet).
@@ -125,6 +247,7 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 	target = sk->base_rtt_ns + sk->target_ns;
 	sk->ccst.samples++;
 	sk->ccst.cwnd_sum += sk->cwnd >> 10;
+	sk->ccst.pipe_sum += rc_pipe(qp);
 	if (sk->loss_mode) {
 		sk->ccst.loss_samples++;
 		sk->low_rtts = rtt_ns <= target ? sk->low_rtts + 1 : 0;
@@ -168,8 +291,14 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 		sk->loss_mode = true;
 		sk->low_rtts = 0;
 		sk->quiet_rtts = 0;
-		if ((uint64_t)sk->run_cwnd * sk->loss_beta / 1024 > sk->cwnd)
+		if (sk->cubic) {
+			uint32_t c = cubic_decrease(sk, sk->run_cwnd, uroce_now_ns());
+
+			if (c > sk->cwnd)
+				sk->cwnd = c;
+		} else if ((uint64_t)sk->run_cwnd * sk->loss_beta / 1024 > sk->cwnd) {
 			sk->cwnd = (uint32_t)((uint64_t)sk->run_cwnd * sk->loss_beta / 1024);
+		}
 		sk->run_cwnd = 0;
 		sk->ccst.loss_entries++;
 		return;
@@ -229,6 +358,8 @@ void uroce_cc_acked(struct uroce_qp *qp, uint32_t n)
 	w = sk->cwnd >> 10;
 	if (sk->slow_start)
 		sk->cwnd += n << 10; /* doubling per round trip */
+	else if (sk->loss_mode && sk->cubic)
+		cubic_acked(sk, n, qp->req.srtt_ns, uroce_now_ns());
 	else
 		sk->cwnd += (n << 10) *
 			    (sk->loss_mode ? (loss_low(sk) ? sk->loss_ai_hi : sk->loss_ai) : 1) /
@@ -245,6 +376,8 @@ void uroce_cc_timeout(struct uroce_qp *qp)
 	if (!sk || !sk->cc)
 		return;
 	sk->cwnd /= 2;
+	if (sk->cubic) /* a new epoch from the halved window */
+		cubic_epoch(sk, sk->cwnd * 2, sk->cwnd, uroce_now_ns());
 	sk->slow_start = false;
 	sk->undo_on = false;
 	sk->ccst.dec_timeout++;
@@ -285,7 +418,14 @@ bool uroce_cc_loss(struct uroce_qp *qp)
 	sk->recover_psn = qp->req.psn;
 	sk->undo_on = true;
 	sk->undo_cwnd = sk->cwnd;
-	sk->cwnd = (uint32_t)((uint64_t)sk->cwnd * sk->loss_beta / 1024);
+	sk->undo_wmax = sk->cubic_wmax;
+	sk->undo_wlast = sk->cubic_wlast;
+	sk->undo_k = sk->cubic_k;
+	sk->undo_epoch_ns = sk->cubic_epoch_ns;
+	if (sk->loss_mode && sk->cubic)
+		sk->cwnd = cubic_decrease(sk, sk->cwnd, now);
+	else
+		sk->cwnd = (uint32_t)((uint64_t)sk->cwnd * sk->loss_beta / 1024);
 	if (sk->cwnd < CC_MIN_PKTS << 10)
 		sk->cwnd = CC_MIN_PKTS << 10;
 	sk->cc_next_ns = now + sk->last_rtt_ns;
@@ -305,6 +445,10 @@ void uroce_cc_undo(struct uroce_qp *qp)
 	sk->undo_on = false;
 	if (sk->undo_cwnd > sk->cwnd)
 		sk->cwnd = sk->undo_cwnd;
+	sk->cubic_wmax = sk->undo_wmax;
+	sk->cubic_wlast = sk->undo_wlast;
+	sk->cubic_k = sk->undo_k;
+	sk->cubic_epoch_ns = sk->undo_epoch_ns;
 	sk->recover_on = false;
 	sk->cc_next_ns = 0;
 	sk->ccst.undos++;
@@ -322,15 +466,36 @@ void uroce_cc_undo(struct uroce_qp *qp)
 uint64_t uroce_cc_pace_gap(const struct uroce_qp *qp)
 {
 	const struct uroce_sack *sk = qp->sk;
-	uint64_t w = rc_cwnd(qp);
+	uint64_t w = rc_cwnd(qp), g;
 
 	if (!sk || !sk->cc || !sk->peer_resp || !sk->pace_quantum_ns || !qp->req.srtt_ns || !w)
 		return 0;
 	/* at pace_gain/100 of the window's rate (pace_gain_hi while few
 	 * packets are resent: loss_low), twice it in slow start */
-	return sk->slow_start ? qp->req.srtt_ns / (2 * w)
-			      : qp->req.srtt_ns * 100 /
-				    ((loss_low(sk) ? sk->pace_gain_hi : sk->pace_gain) * w);
+	g = sk->slow_start
+		? qp->req.srtt_ns / (2 * w)
+		: qp->req.srtt_ns * 100 / ((loss_low(sk) ? sk->pace_gain_hi : sk->pace_gain) * w);
+	/* UROCE_PACE_COMP: what late wake-ups lose, made up by the rate */
+	return sk->pace_comp ? g * (1024 - sk->pl_frac) / 1024 : g;
+}
+
+/* UROCE_PACE_COMP: lost ns of the pacer's schedule (a wake-up after the
+ * burst's credit) at now; per CC_PL_PERIOD_NS the share lost, smoothed. */
+static void pace_lost(struct uroce_sack *sk, uint64_t lost, uint64_t now)
+{
+	uint64_t f;
+
+	sk->pl_lost += lost;
+	if (!sk->pl_t0)
+		sk->pl_t0 = now;
+	if (now - sk->pl_t0 < CC_PL_PERIOD_NS)
+		return;
+	f = sk->pl_lost * 1024 / (now - sk->pl_t0);
+	if (f > CC_PL_MAX)
+		f = CC_PL_MAX;
+	sk->pl_frac = (uint32_t)((3 * sk->pl_frac + f) / 4);
+	sk->pl_t0 = now;
+	sk->pl_lost = 0;
 }
 
 static uint64_t pace_burst(const struct uroce_qp *qp, uint64_t gap)
@@ -400,6 +565,8 @@ void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now)
 			sk->ccst.pace_lost_ns += now - sk->pace_ns;
 			sk->ccst.pace_lost_n++;
 		}
+		if (sk->pace_comp)
+			pace_lost(sk, sk->pace_ns < now ? now - sk->pace_ns : 0, now);
 	}
 	if (sk->pace_ns < now)
 		sk->pace_ns = now;
@@ -413,12 +580,14 @@ void uroce_cc_log(const struct uroce_qp *qp)
 
 	if (!sk->cc || !sk->ccst.samples)
 		return;
-	ur_info("qp %u cc: %llu round trips, mean window %.1f packets, base rtt %llu us, "
+	ur_info("qp %u cc: %llu round trips, mean window %.1f packets (in flight %.1f), base rtt "
+		"%llu us, "
 		"decreases: %llu delay, %llu loss (%llu undone), %llu timeout; loss mode entered "
 		"%llu times%s, in loss mode %.0f%% of the round trips; paced %llu times, "
 		"reordering window %llu us",
 		qp->ibqp.qp_base.qp_num, (unsigned long long)sk->ccst.samples,
 		(double)sk->ccst.cwnd_sum / (double)sk->ccst.samples,
+		(double)sk->ccst.pipe_sum / (double)sk->ccst.samples,
 		(unsigned long long)(sk->base_rtt_ns / 1000),
 		(unsigned long long)sk->ccst.dec_delay, (unsigned long long)sk->ccst.dec_loss,
 		(unsigned long long)sk->ccst.undos, (unsigned long long)sk->ccst.dec_timeout,
@@ -426,6 +595,12 @@ void uroce_cc_log(const struct uroce_qp *qp)
 		100.0 * (double)sk->ccst.loss_samples / (double)sk->ccst.samples,
 		(unsigned long long)sk->ccst.paced,
 		(unsigned long long)(uroce_sack_reo_wnd(qp) / 1000));
+	if (sk->cubic)
+		ur_info("qp %u cc cubic: grew %llu times by the cubic function, %llu by the "
+			"TCP-friendly estimate, %llu at the plateau; last W_max %.1f, K %.3f s",
+			qp->ibqp.qp_base.qp_num, (unsigned long long)sk->ccst.cub_cubic,
+			(unsigned long long)sk->ccst.cub_friendly,
+			(unsigned long long)sk->ccst.cub_flat, sk->cubic_wmax, sk->cubic_k);
 	if (sk->ccst.lf_looks)
 		ur_info("qp %u cc loss mode: resent %.2f%% of the packets (mean of %llu looks), "
 			"below %.1f%% in %llu",

@@ -234,8 +234,25 @@ struct uroce_sack {
 	 * the burst that may go ahead of it (0: no pacing) */
 	uint64_t pace_ns, pace_quantum_ns;
 	uint32_t pace_gain; /* the rate against the window's, percent */
+	/* UROCE_PACE_COMP=1 (cc.c): the share of the pacer's schedule that
+	 * late wake-ups lost (/ 1024, smoothed), measured over periods from
+	 * pl_t0, and the rate raised by as much */
+	bool pace_comp;
+	uint32_t pl_frac;
+	uint64_t pl_t0, pl_lost;
 	/* loss mode: the window's cap (UROCE_CC_LOSS_WMAX; rc_cwnd) */
 	uint32_t loss_wmax;
+	/* loss mode's window law (UROCE_CC_LAW, cc.c): Reno's +a per round
+	 * trip, or CUBIC's W(t) = C (t - K)^3 + W_max from the last decrease
+	 * (epoch), in packets; w_last: the W_max before it (fast
+	 * convergence); frac: increments below 1/1024 packet not yet added;
+	 * the undo's copy of the state */
+	bool cubic;
+	uint32_t cubic_beta; /* x1024 */
+	double cubic_c, cubic_wmax, cubic_wlast, cubic_k, cubic_frac;
+	uint64_t cubic_epoch_ns;
+	double undo_wmax, undo_wlast, undo_k;
+	uint64_t undo_epoch_ns;
 	/* loss mode's two settings (cc.c): the packets sent and resent since
 	 * the last look, the share resent (/ 65536, smoothed; valid once
 	 * measured), below which (low_loss, / 65536; 0: never) the flow
@@ -258,6 +275,13 @@ struct uroce_sack {
 		uint64_t paced, undos;
 		uint64_t pace_gap_sum, pace_srtt_sum, pace_late_sum, pace_late_n, pace_due;
 		uint64_t lf_looks, lf_low, lf_sum, loss_samples, pace_lost_ns, pace_lost_n;
+		/* CUBIC (UROCE_CC_LAW=cubic): acknowledgements that grew the
+		 * window by the cubic function, by the TCP-friendly estimate,
+		 * at the plateau's 1/(100 W) */
+		uint64_t cub_cubic, cub_friendly, cub_flat;
+		/* the packets in the network (rc_pipe) at each round-trip
+		 * sample: how much of the window a flow fills */
+		uint64_t pipe_sum;
 	} ccst;
 	/* requester: READ responses placed ahead of una (comp.c), how many
 	 * (not in the network: rc_pipe), the highest of them; rd_done: a

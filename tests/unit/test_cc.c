@@ -13,7 +13,7 @@
  *   - a run of delay decreases that takes the window to 1/8 with the
  *     queue still long (someone else's: a TCP flow) enters loss mode from
  *     0.87 of the window before the run; a short sample ends a run;
- *   - loss mode: x0.87 per loss with a long queue (random loss still
+ *   - loss mode (UROCE_CC_LAW=reno): x0.87 per loss with a long queue (random loss still
  *     changes nothing), +2 packets per window (+4 and paced at 150% while
  *     under 2% of the packets sent are resent), no decrease on delay, until
  *     8 short samples in a row 128 round trips or more after the last
@@ -72,6 +72,7 @@ int main(void)
 	unsetenv("UROCE_CC_LOSS_AI_HI");
 	unsetenv("UROCE_PACE_GAIN_HI");
 	unsetenv("UROCE_CC_LOSS_WMAX");
+	unsetenv("UROCE_CC_LAW"); /* loss mode's Reno law (CUBIC's: test_cc_cubic) */
 	uroce_cc_init(qp);
 	CHECK(qp->sk->cc && qp->sk->slow_start && pkts(qp) == 16 && qp->sk->target_ns == 1 * MS,
 	      "the defaults: on, slow start from 16 packets, 1 ms");
