@@ -687,8 +687,15 @@ static enum req_result req_step(struct uroce_qp *qp)
 		return REQ_BLOCKED;
 	if (w->opcode == IBV_WR_BIND_MW || w->opcode == IBV_WR_LOCAL_INV)
 		return exec_local(qp, w);
-	/* no faster than the window's rate (cc.c): a wake-up sends on */
-	if (uroce_cc_pacing(qp) && !uroce_cc_pace_ok(qp, req_clock(qp)))
+	/* no faster than the window's rate (cc.c): a wake-up sends on.  With
+	 * nothing in flight there is no burst to space out: the packet goes
+	 * at once.  Loss mode can be entered on host delay alone (a loaded
+	 * machine's ping-pong: the delay law shrinks the window to its least
+	 * and reads the queue that stays as a competitor's), and then every
+	 * message of a request/response stream waited for a progress-thread
+	 * wake-up - forever where the application polls alone
+	 * (test_addrsock, progress threads stopped, 1 run in 8 under load). */
+	if (qp->req.inflight && uroce_cc_pacing(qp) && !uroce_cc_pace_ok(qp, req_clock(qp)))
 		return REQ_BLOCKED;
 	if (!qp->req.tx_ns)
 		req_clock(qp);

@@ -9,13 +9,18 @@
  *     comes in through the wildcard socket: with the progress threads
  *     stopped (the application's polls read it too) and running, and
  *     READs served by a progress thread that each one wakes;
- *   - UROCE_ADDR_SOCK=0 has no address socket (checked in a child process).
+ *   - UROCE_ADDR_SOCK=0 has no address socket (checked in a child process);
+ *   - a QP the pacer holds back (loss mode, its schedule 10 s ahead) still
+ *     sends a message at once when nothing is in flight: a request/response
+ *     stream never waits for a progress-thread wake-up (src/transport/req.c;
+ *     loss mode comes from host delay alone on a loaded machine).
  * UROCE_SHM=0 keeps the two contexts on UDP.
  */
 #include <arpa/inet.h>
 #include <sys/wait.h>
 
 #include "rc_harness.h"
+#include "transport/rc.h"
 
 static struct harness H;
 #define A (&H.s[0])
@@ -87,6 +92,27 @@ static void reads_unpolled(int n, const char *what)
 	CHECK(ok == n, "%s: %d of %d READs", what, ok, n);
 }
 
+/* Both QPs in loss mode with their pacers 10 s ahead, progress threads
+ * stopped: every message has nothing in flight when it is posted. */
+static void paced_idle(int n)
+{
+	for (int i = 0; i < 2; i++) {
+		struct uroce_qp *q = to_uqp(H.s[i].qp);
+
+		if (!q->sk || !q->sk->cc) {
+			printf("SKIP: no selective repeat or congestion control on the pair\n");
+			return;
+		}
+		q->sk->loss_mode = true;
+		q->sk->loss_frac_on = false;
+		q->sk->pace_ns = uroce_now_ns() + 10000000000ull;
+		CHECK(uroce_cc_pacing(q) && !uroce_cc_pace_ok(q, uroce_now_ns()),
+		      "side %d: the pacer holds the QP back", i);
+		q->req.wake_ns = 0; /* the wake-up armed above (no thread to serve it) */
+	}
+	pingpong(300, n, "paced, nothing in flight, application polls only");
+}
+
 static struct uroce_ep *ep_of(struct side *s)
 {
 	return to_uqp(s->qp)->ep;
@@ -152,6 +178,7 @@ int main(int argc, char **argv)
 	uroce_progress_stop(to_uctx(B->ctx));
 	pingpong(1, 50, "to 127.0.0.1, application polls only");
 	CHECK(CNT(&H, 1, rx_pkts) >= 100, "B read the ping-pong");
+	paced_idle(10);
 
 	/* both sides send to 127.0.0.2: each reads on its wildcard socket */
 	set_gid_v4(&H.gid, "127.0.0.2");
