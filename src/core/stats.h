@@ -71,6 +71,8 @@
 	X(rx_in_place, "rcvd_in_place",                                                            \
 	  "packets placed while their ICRC was checked (rx_place.c)")                              \
 	X(rx_gro, "rcvd_gro_batches", "datagrams received as a GRO batch of several packets")      \
+	X(rx_plain_on, "rcvd_plain_switches",                                                      \
+	  "the address socket turned to plain reads, UDP_GRO off (endpoint.c)")                    \
 	X(tx_write_split, "sent_write_split",                                                      \
 	  "RDMA WRITE packets sent as WRITE ONLY, one message a packet (req.c)")                   \
 	X(rx_write_next, "rcvd_write_next",                                                        \

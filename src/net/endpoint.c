@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/epoll.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
@@ -43,10 +44,16 @@ struct uroce_ep_rx {
 		struct cmsghdr align;
 	} ctl[RX_BATCH];
 	uint8_t data[RX_BATCH][RX_BUFSZ];
-	unsigned int singles;	/* application reads in a row that returned one datagram */
-	unsigned int predicted; /* reads made with recvmsg (see rx_read) */
-	bool one;		/* the last read was one of them */
-	int used;		/* headers the last read filled (rx_reset) */
+	unsigned int singles;	 /* application reads in a row that returned one datagram */
+	unsigned int predicted;	 /* reads made with recvmsg (see rx_read) */
+	bool one;		 /* the last read was one of them */
+	bool gro_off;		 /* UDP_GRO is off on the address socket (rx_plain) */
+	uint16_t cut_seen;	 /* a GSO send came cut: its highest IPv4 ID (rx_ipid_seen) */
+	uint16_t ipid_next;	 /* the IPv4 ID the next datagram is checked with first */
+	unsigned int plain_try;	 /* predicted reads until the next try to turn it off */
+	unsigned int plain_wait; /* and after a failed try (doubles, rx_plain_try) */
+	uint64_t plain_hold_ns;	 /* no plain reads before then (rx_read) */
+	int used;		 /* headers the last read filled (rx_reset) */
 };
 
 static void set_bufsz(int fd, int opt_force, int opt)
@@ -657,6 +664,23 @@ static int rx_place(struct uroce_ep *ep, struct uroce_pkt *pkt, const struct uro
 	return r;
 }
 
+/* A wire packet's ICRC matched with IPv4 ID id.  A GSO send that reaches
+ * the socket cut into its segments (UDP_GRO off, rx_plain; or a NIC that
+ * does not merge them) numbers them 0, 1, 2...: the next datagram is
+ * checked with id + 1 first, so a cut send's segments after the second
+ * are still placed as they are checked (rx_place) instead of checked
+ * twice (uroce_icrc_ok_any_ipid, which accepts the same IDs).  A cut send
+ * of several segments while UDP_GRO is off is a stream starting
+ * (rx_read). */
+static void rx_ipid_seen(struct uroce_ep *ep, uint16_t id)
+{
+	struct uroce_ep_rx *rx = ep->rx;
+
+	rx->ipid_next = id && id < 63 ? (uint16_t)(id + 1) : 0;
+	if (id > rx->cut_seen && rx->gro_off)
+		rx->cut_seen = id;
+}
+
 /* Parse, check and hand one packet to its QP (rx_lock held).  A packet
  * from shared memory (src/net/shm.c) has no ICRC to check: memory is not
  * a wire. */
@@ -682,6 +706,7 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 	if (placed > 0) {
 		/* an RC/UC request of this QP, its P_Key checked: the ICRC
 		 * matched, the QP is locked (rx_place) */
+		rx_ipid_seen(ep, ip.ipid);
 		uroce_qp_stat(qp, rx_pkts, 1);
 		uroce_qp_stat(qp, rx_bytes, len);
 		uroce_rcv_request(qp, &pkt);
@@ -701,6 +726,8 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 		if (uroce_icrc_ok_any_ipid(&pkt, &ip, &ipid) && (uroce_std_mode() || ipid < 64)) {
 			ur_trace("%s psn %u: ICRC matches with IPv4 ID 0x%04x",
 				 uroce_opcode_name(pkt.opcode), pkt.psn, ipid);
+			if (!uroce_std_mode())
+				rx_ipid_seen(ep, ipid);
 			pkt.placed = placed < 0; /* what was placed is the payload */
 		} else {
 			/* IBTA C9-?: a packet with a bad ICRC is silently dropped */
@@ -708,6 +735,8 @@ static void deliver_pkt(struct uroce_ep *ep, uint8_t *data, size_t len,
 			uroce_count(ctx, rx_drop_icrc, 1);
 			return;
 		}
+	} else if (wire) {
+		rx_ipid_seen(ep, ip.ipid);
 	}
 	if (!ur_bth_pkey_ok(&pkt)) {
 		ur_dbg("drop %s: P_Key 0x%02x%02x is not in the P_Key table",
@@ -841,12 +870,17 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 		uroce_count(ctx, rx_drop_parse, 1);
 		return;
 	}
-	/* A UDP GRO batch: segment k of a GSO send, checked with IPv4 ID k */
+	/* A UDP GRO batch: segment k of a GSO send, checked with IPv4 ID k;
+	 * a datagram alone first with the ID after the last one's (a cut GSO
+	 * send's next segment, rx_ipid_seen) */
 	gro = uroce_gro_size(mh);
-	if (!gro || gro >= len)
+	if (!gro || gro >= len) {
 		gro = (uint32_t)len;
-	else
+		if (!ep->std && !uroce_std_mode())
+			ip.ipid = ep->rx->ipid_next;
+	} else {
 		uroce_count(ctx, rx_gro, 1);
+	}
 	for (size_t off = 0; off < len; off += gro, ip.ipid++) {
 		size_t n = len - off < gro ? len - off : gro;
 
@@ -855,6 +889,8 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 			continue;
 		deliver(ep, data + off, n, &ip);
 	}
+	if (gro < len) /* a whole batch: the next datagram starts another */
+		ep->rx->ipid_next = 0;
 }
 
 /* ACK coalescing and deferral.
@@ -1116,6 +1152,75 @@ uint64_t uroce_ep_rx_clock(struct uroce_ep *ep)
 enum { UROCE_RX_PREDICT = 4, UROCE_RX_PROBE = 64 };
 static int predict_mode = -1;
 
+/* The plain read (docs/latency.md, "Session 15").  A predicted read of the
+ * address socket with no control message to receive is a recvfrom: no
+ * msghdr and iovec copied in, none of recvmsg's bookkeeping - 0.33 us less
+ * for a read that returns a datagram and 0.22 us less for an empty look on
+ * this machine (a /tmp microbenchmark, TSC medians).  What it cannot tell
+ * is UDP_GRO's segment size: a GRO batch read with it would look like one
+ * packet.  So the address socket reads plain only while UDP_GRO is off on
+ * it, which it is from a ping-pong's predicted reads on: with it off the
+ * kernel segments a GSO send at delivery and merges nothing, so every
+ * datagram queued after the switch is one packet.  One queued before it
+ * may be a batch, and the kernel gives a batch's segment size only while
+ * UDP_GRO is on: the switch is kept only when the socket is empty right
+ * after it (FIONREAD), else UDP_GRO goes back on and the next try is
+ * UROCE_PLAIN_RETRY predicted reads later (doubling up to
+ * UROCE_PLAIN_RETRY_MAX while tries fail).  UDP_GRO is on again as soon as
+ * a read returns several datagrams (a stream: prediction ends).  Not with
+ * IP_RECVTOS (a UD QP, a capture: the TOS comes in a control message), nor
+ * on the wildcard socket (IP_PKTINFO).  UROCE_RX_PLAIN=0: recvmsg as
+ * before (measurements). */
+enum { UROCE_PLAIN_RETRY = 16, UROCE_PLAIN_RETRY_MAX = 1024 };
+#define UROCE_PLAIN_HOLD_NS 1000000000ull
+static int plain_mode = -1;
+
+static void rx_gro(struct uroce_ep *ep, bool on)
+{
+	int v = on;
+
+	if (setsockopt(ep->fd, SOL_UDP, UDP_GRO, &v, sizeof(v)))
+		ur_trace("UDP_GRO %d: %s", v, strerror(errno));
+	else
+		ep->rx->gro_off = !on;
+}
+
+/* May a predicted read be plain (UDP_GRO off, no control message)? */
+static bool rx_plain(const struct uroce_ep *ep)
+{
+	return ep->rx->gro_off && !__atomic_load_n(&ep->rx_tos, __ATOMIC_RELAXED);
+}
+
+/* After a predicted read that returned a datagram (read whole, UDP_GRO
+ * on): the socket is most likely empty now, the time to turn UDP_GRO off. */
+static void rx_plain_try(struct uroce_ep *ep)
+{
+	struct uroce_ep_rx *rx = ep->rx;
+	int queued = 0;
+
+	if (rx->gro_off || ep->fd_any < 0 || !ep->gso ||
+	    __atomic_load_n(&ep->rx_tos, __ATOMIC_RELAXED) ||
+	    !uroce_env_on("UROCE_RX_PLAIN", &plain_mode) || (rx->plain_try && --rx->plain_try))
+		return;
+	if (rx->plain_hold_ns && uroce_now_ns() < rx->plain_hold_ns) {
+		rx->plain_try = UROCE_PLAIN_RETRY;
+		return;
+	}
+	rx_gro(ep, false);
+	if (!rx->gro_off)
+		return;
+	if (ioctl(ep->fd, FIONREAD, &queued) || queued) {
+		rx_gro(ep, true); /* what is queued may be a batch: read it whole */
+		rx->plain_wait = rx->plain_wait ? rx->plain_wait * 2 : UROCE_PLAIN_RETRY;
+		if (rx->plain_wait > UROCE_PLAIN_RETRY_MAX)
+			rx->plain_wait = UROCE_PLAIN_RETRY_MAX;
+		rx->plain_try = rx->plain_wait;
+		return;
+	}
+	rx->plain_wait = 0;
+	uroce_count(ep->ctx, rx_plain_on, 1);
+}
+
 static int rx_read(struct uroce_ep *ep, int want, bool any)
 {
 	struct uroce_ep_rx *rx = ep->rx;
@@ -1125,12 +1230,43 @@ static int rx_read(struct uroce_ep *ep, int want, bool any)
 		rx->one = false;
 		return recvmmsg(ep->fd_any, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
 	}
+	/* A GSO send came cut into its segments while UDP_GRO was off (each
+	 * segment after the first then costs its ICRC twice, and is not
+	 * placed as it is checked): UDP_GRO on again, and the next try in
+	 * UROCE_PLAIN_RETRY predicted reads.  A send of 3 packets or more is
+	 * a stream starting (2: an owed ACK and a request that left together,
+	 * which a ping-pong has now and then): read in batches, and no plain
+	 * reads for UROCE_PLAIN_HOLD_NS. */
+	if (rx->cut_seen) {
+		if (rx->gro_off) {
+			rx_gro(ep, true);
+			rx->plain_try = UROCE_PLAIN_RETRY;
+			if (rx->cut_seen >= 2) {
+				rx->singles = 0;
+				rx->plain_hold_ns = uroce_now_ns() + UROCE_PLAIN_HOLD_NS;
+			}
+		}
+		rx->cut_seen = 0;
+	}
 
 	rx->one = uroce_env_on("UROCE_RX_PREDICT", &predict_mode) &&
 		  rx->singles >= UROCE_RX_PREDICT && ++rx->predicted % UROCE_RX_PROBE;
 	if (rx->one) {
-		ssize_t len = recvmsg(ep->fd, &rx->msg[0].msg_hdr, MSG_DONTWAIT);
+		struct msghdr *h = &rx->msg[0].msg_hdr;
+		ssize_t len;
 
+		if (rx_plain(ep)) {
+			socklen_t fl = sizeof(rx->from[0]);
+
+			len = recvfrom(ep->fd, rx->data[0], RX_BUFSZ, MSG_DONTWAIT,
+				       (struct sockaddr *)&rx->from[0], &fl);
+			if (len >= 0) { /* as recvmsg would have left the header */
+				h->msg_controllen = 0;
+				h->msg_flags = 0;
+			}
+		} else if ((len = recvmsg(ep->fd, h, MSG_DONTWAIT)) >= 0) {
+			rx_plain_try(ep);
+		}
 		if (len < 0)
 			return -1;
 		rx->msg[0].msg_len = (unsigned int)len;
@@ -1139,6 +1275,8 @@ static int rx_read(struct uroce_ep *ep, int want, bool any)
 	n = recvmmsg(ep->fd, rx->msg, (unsigned int)want, MSG_DONTWAIT, NULL);
 	if (n > 0)
 		rx->singles = n == 1 ? rx->singles + 1 : 0;
+	if (n > 1 && rx->gro_off) /* a stream: its batches whole again */
+		rx_gro(ep, true);
 	return n;
 }
 

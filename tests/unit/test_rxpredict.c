@@ -10,9 +10,14 @@
  *     followed by another look: one poll places a whole WRITE;
  *   - a stream that starts after a ping-pong (mostly unsignaled SENDs)
  *     completes, every message intact.
+ * And the plain read (rx_plain): once predicting, the address socket
+ * turns UDP_GRO off and is read with recvfrom; a GSO send of several
+ * packets then arrives as single datagrams, whole, and turns UDP_GRO on
+ * again, as does a burst read several datagrams at a time.
  * Both progress engines are stopped, so only the application's polls read
  * the sockets; UROCE_SHM=0 keeps the two contexts on UDP.
  */
+#include <netinet/udp.h>
 #include <poll.h>
 
 #include "rc_harness.h"
@@ -126,6 +131,18 @@ static void settle(int fd)
 	usleep(50 * 1000);
 }
 
+/* UDP_GRO on the endpoint's address socket (1 on, 0 off) */
+static int gro_of(struct side *s)
+{
+	struct uroce_ep *ep = to_uctx(s->ctx)->ep[0];
+	int v = -1;
+	socklen_t l = sizeof(v);
+
+	if (ep->fd_any < 0 || getsockopt(ep->fd, SOL_UDP, UDP_GRO, &v, &l))
+		return -1;
+	return v;
+}
+
 static void test_lone_ack(void)
 {
 	struct uroce_ctx *actx = to_uctx(A->ctx);
@@ -171,13 +188,32 @@ static void test_write_no_completion(void)
 	pair_create(&H, &H.o);
 	uroce_progress_stop(to_uctx(A->ctx));
 	uroce_progress_stop(bctx);
+	uint64_t gro0;
+
 	pingpong(2000, 20);
+	/* the plain read: predicting, B's address socket turns UDP_GRO off
+	 * (a try fails while a datagram is queued: a few more rounds) */
+	for (int i = 0; i < 50 && gro_of(B) == 1; i++)
+		pingpong(2020 + (uint64_t)i * 10, 10);
+	if (bctx->ep[0]->fd_any >= 0) {
+		CHECK(gro_of(B) == 0, "UDP_GRO is off on B's address socket (%d)", gro_of(B));
+		CHECK(CNT(&H, 1, rx_plain_on) > 0, "B switched to plain reads");
+	}
+	gro0 = CNT(&H, 1, rx_gro);
 	memset(dst, 0, 3072);
 	post_write(A, 2100, 500000, 0x3c, 3072, dst, B->mr->rkey);
 	settle(bctx->ep[0]->fd);
 	CHECK(ibv_poll_cq(B->rcq, 1, &wc) == 0, "B's CQ stays empty");
 	CHECK(dst[0] == 0x3c && dst[1024] == 0x3c && dst[3071] == 0x3c,
 	      "one poll placed the whole WRITE (%02x %02x %02x)", dst[0], dst[1024], dst[3071]);
+	/* A's 3 packets left in one GSO send: with UDP_GRO off the kernel
+	 * cut it before B's socket, so B read no batch; a segment that came
+	 * alone is a stream starting: the next read turns UDP_GRO on again */
+	CHECK(CNT(&H, 1, rx_gro) == gro0, "no GRO batch read with UDP_GRO off (%llu)",
+	      (unsigned long long)(CNT(&H, 1, rx_gro) - gro0));
+	ibv_poll_cq(B->rcq, 0, &wc);
+	if (bctx->ep[0]->fd_any >= 0)
+		CHECK(gro_of(B) == 1, "UDP_GRO is on after the cut GSO send (%d)", gro_of(B));
 	CHECK(got_wc2(A->scq, B->rcq, 2100, "A's WRITE completes"), "A's WRITE completes");
 }
 
@@ -235,6 +271,47 @@ static void test_stream_after_pingpong(void)
 	      N / EVERY);
 }
 
+/* A burst after a ping-pong: 100 SENDs queued at B before it polls.  A
+ * read that returns several datagrams ends B's prediction, and with it the
+ * plain reads: UDP_GRO is on again, every message intact. */
+static void test_burst_gro_on(void)
+{
+	enum { N = 100, LEN = 600 };
+	int got = 0, bad = 0;
+	uint64_t end;
+
+	pair_create(&H, &H.o);
+	uroce_progress_stop(to_uctx(A->ctx));
+	uroce_progress_stop(to_uctx(B->ctx));
+	pingpong(3000, 20);
+	for (int i = 0; i < 50 && gro_of(B) == 1; i++)
+		pingpong(3020 + (uint64_t)i * 10, 10);
+	if (to_uctx(B->ctx)->ep[0]->fd_any < 0)
+		return; /* no address socket (UROCE_ADDR_SOCK=0): nothing to check */
+	CHECK(gro_of(B) == 0, "UDP_GRO is off on B's address socket (%d)", gro_of(B));
+	for (int i = 0; i < N; i++) {
+		post_recv1(B, (uint64_t)i, 65536u + (uint32_t)i * 1024u);
+		memset(A->buf + 100000u + (uint32_t)i * 1024u, (uint8_t)(i + 7), LEN);
+		post_send1(A, (uint64_t)i, 100000u + (uint32_t)i * 1024u, LEN, i == N - 1);
+	}
+	settle(to_uctx(B->ctx)->ep[0]->fd);
+	end = now_ms() + WAIT_MS;
+	while (got < N && now_ms() < end) {
+		struct ibv_wc wc;
+
+		ibv_poll_cq(A->scq, 0, &wc); /* A's ACKs: its window moves */
+		if (ibv_poll_cq(B->rcq, 1, &wc) != 1)
+			continue;
+		bad += wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)got ||
+		       wc.byte_len != LEN ||
+		       B->buf[65536u + (uint32_t)got * 1024u] != (uint8_t)(got + 7);
+		got++;
+	}
+	CHECK(!bad && got == N, "burst after a ping-pong: %d of %d received, %d bad", got, N, bad);
+	CHECK(gro_of(B) == 1, "UDP_GRO is on again after the burst (%d)", gro_of(B));
+	CHECK(got_wc2(A->scq, B->rcq, N - 1, "A's last SEND completes"), "the burst completes");
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -248,6 +325,14 @@ int main(void)
 	test_lone_ack();
 	test_write_no_completion();
 	test_stream_after_pingpong();
+	/* new contexts: the cut GSO send above holds B's plain reads off */
+	harness_close(&H);
+	if (harness_open(&H)) {
+		printf("0 passed, 1 failed\n");
+		return 1;
+	}
+	H.o = default_opts(IBV_MTU_1024);
+	test_burst_gro_on();
 	harness_close(&H);
 	return finish("test_rxpredict");
 }
