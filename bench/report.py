@@ -210,6 +210,7 @@ CONTEXT = [
 
 NAMES = {
     ("uroce", "ib_write_bw", "rc"): "uroce ib_write_bw",
+    ("uroce", "ib_write_bw", "shm"): "uroce ib_write_bw, same-host wire (shm)",
     ("uroce", "ib_write_bw", "rc_q8"): "uroce ib_write_bw -q 8",
     ("uroce", "ib_write_bw", "rc_q1024"): "uroce ib_write_bw -q 1024",
     ("uroce", "ib_send_bw", "rc"): "uroce ib_send_bw",
@@ -222,6 +223,7 @@ NAMES = {
     ("memcpy", "memcpy", "hot"): "memcpy (in cache)",
     ("memcpy", "memcpy", "stream"): "memcpy (DRAM)",
     ("uroce", "ib_send_lat", "rc"): "uroce ib_send_lat",
+    ("uroce", "ib_send_lat", "shm"): "uroce ib_send_lat, same-host wire (shm)",
     ("uroce", "ib_write_lat", "rc"): "uroce ib_write_lat",
     ("uroce", "ib_read_lat", "rc"): "uroce ib_read_lat (RTT)",
     ("uroce", "ib_atomic_lat", "rc"): "uroce ib_atomic_lat (RTT)",
@@ -399,10 +401,10 @@ def main():
     def sizes_of(metric, tools):
         return sorted({r["size"] for r in ROWS if r["metric"] == metric and r["tool"] in tools and r["rep"] == 0})
 
-    BW_SERIES = [("uroce", "ib_write_bw", "rc"), ("uroce", "ib_write_bw", "rc_q8"), ("uroce", "ib_send_bw", "rc"),
+    BW_SERIES = [("uroce", "ib_write_bw", "rc"), ("uroce", "ib_write_bw", "shm"), ("uroce", "ib_write_bw", "rc_q8"), ("uroce", "ib_send_bw", "rc"),
                  ("uroce", "ib_read_bw", "rc"), ("uroce", "ib_send_bw", "ud"), ("qperf", "tcp_bw", "lo"),
                  ("ucx", "tag_bw", "tcp"), ("memcpy", "memcpy", "hot"), ("memcpy", "memcpy", "stream")]
-    LAT_SERIES = [("uroce", "ib_send_lat", "rc"), ("uroce", "ib_write_lat", "rc"), ("uroce", "ib_read_lat", "rc"),
+    LAT_SERIES = [("uroce", "ib_send_lat", "rc"), ("uroce", "ib_send_lat", "shm"), ("uroce", "ib_write_lat", "rc"), ("uroce", "ib_read_lat", "rc"),
                   ("uroce", "ib_atomic_lat", "rc"), ("uroce", "ib_send_lat", "ud"),
                   ("udp_pingpong", "busy_poll", "lo"), ("qperf", "udp_lat", "lo"), ("qperf", "tcp_lat", "lo"),
                   ("ucx", "tag_lat", "tcp")]
@@ -453,10 +455,10 @@ def plot(bw_series, lat_series, bw_sizes, lat_sizes):
 
     draw(ax1, bw_series, bw_sizes, "bw_MBps")
     ax1.set_ylabel("bandwidth (MB/s, 10^6 B/s)")
-    ax1.set_title("Bandwidth vs size (loopback)")
+    ax1.set_title("Bandwidth vs size (loopback; uroce over UDP unless marked shm)")
     draw(ax2, lat_series, lat_sizes, "lat_us")
     ax2.set_ylabel("latency (us): one-way; READ/atomic: round trip")
-    ax2.set_title("Latency vs size (loopback, t_typical / median)")
+    ax2.set_title("Latency vs size (loopback, t_typical / median; UDP unless shm)")
     fig.suptitle(f"uroce vs peers - {META.get('date', '')} ({META.get('mode', '')}), "
                  f"load {META.get('loadavg_start', '?')}", fontsize=10)
     fig.tight_layout()

@@ -835,6 +835,15 @@ sec_sweep() {
 	done
 	for s in "${UD_SIZES[@]}"; do uroce_lat ib_send_lat "$s" 0 ud -c UD; done
 	((QUICK)) || uroce_lat ib_atomic_lat 8 0 rc
+
+	# the same-host wire (shared memory, the default between two processes
+	# of one host) beside the UDP path above: variant "shm", both in the plot
+	local env0=("${PT_ENV[@]}")
+	PT_ENV=()
+	log "uroce sweep over the same-host wire: ib_write_bw, ib_send_lat"
+	for s in "${BW_SIZES[@]}"; do uroce_bw ib_write_bw "$s" 0 shm; done
+	for s in "${LAT_SIZES[@]}"; do uroce_lat ib_send_lat "$s" 0 shm; done
+	PT_ENV=("${env0[@]}")
 }
 
 # The latency targets of one path: REP VARIANT SHORT_VARIANT. The four tests
