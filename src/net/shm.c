@@ -197,6 +197,7 @@ struct shm_txl { /* we send; ep->tx_lock */
 	 * receiver - a cache miss less per record on both sides */
 	uint64_t head;
 	unsigned puts; /* records: the head is read every SHM_HEAD_EVERY too */
+	bool recheck;  /* a requester heard nothing: read the head at the next record */
 	/* the bulk area: asize bytes at area (0: none), written at atail
 	 * (a running count), the receiver's area_head as last read */
 	uint8_t *area;
@@ -753,7 +754,8 @@ static int ring_put(struct shm_txl *l, const struct uroce_ipinfo *ip, const void
 		return err;
 	if (off + need > size)
 		pad = size - off;
-	if (tail + pad + need - head > room / 2 || !(++l->puts % SHM_HEAD_EVERY)) {
+	if (tail + pad + need - head > room / 2 || !(++l->puts % SHM_HEAD_EVERY) || l->recheck) {
+		l->recheck = false;
 		if (head_read(l))
 			return -EIO;
 		head = l->head;
@@ -1487,6 +1489,20 @@ bool uroce_shm_pull_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip)
 	ok = l && l->state == TXL_UP && l->pull;
 	pthread_mutex_unlock(&ep->tx_lock);
 	return ok;
+}
+
+void uroce_shm_recheck(struct uroce_ep *ep, const struct uroce_ipinfo *ip)
+{
+	struct uroce_shm *s = ep->shm;
+	struct shm_txl *l;
+
+	if (!s || ip->family != AF_INET || ip->dport == UR_ROCE_PORT)
+		return;
+	pthread_mutex_lock(&ep->tx_lock);
+	l = txl_find(s, ip->dport, false);
+	if (l && l->state == TXL_UP)
+		l->recheck = true;
+	pthread_mutex_unlock(&ep->tx_lock);
 }
 
 bool uroce_shm_bulk_full(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint64_t bytes)

@@ -107,6 +107,12 @@ uint32_t uroce_pull_min(void);
 /* May a packet to ip name our memory: is its link up, and did the
  * receiver show at the handshake that it can read our memory? */
 bool uroce_shm_pull_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip);
+/* A requester to ip has heard nothing for a while: the next record to ip
+ * reads the receiver's head (checks it) whatever SHM_HEAD_EVERY says.  A
+ * receiver that moved its head past our tail (a hostile or broken peer)
+ * would otherwise make up to SHM_HEAD_EVERY records vanish unseen - resent
+ * ones too, one per timeout, until the QP ran out of retries. */
+void uroce_shm_recheck(struct uroce_ep *ep, const struct uroce_ipinfo *ip);
 /* Would a pull record of bytes to ip find no room for them - in the bulk
  * area, or for larger ones in the ring (bulk records, shm.c)?  Then a requester with ACKs due waits
  * for them instead of making the receiver pull with process_vm_readv (pull.c). */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/shm.h"
 #include "transport/rc.h"
 
 enum req_result { REQ_SENT, REQ_BLOCKED, REQ_DONE_WQE, REQ_ERROR };
@@ -829,6 +830,8 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 	qp->req.deadline_ns = 0;
 	if (!qp->req.inflight)
 		return;
+	/* (a ring cannot lose a record: silence on one means a broken ring) */
+	uroce_shm_recheck(qp->ep, &qp->path);
 	if (now - qp->req.progress_ns < rc_timeout_ns(qp)) {
 		/* A probe: the endpoint has heard nothing at all for a few of
 		 * this QP's round trips, well before the timeout - a packet

@@ -262,7 +262,14 @@ static inline bool write_stream(struct pair *p, int nwr, uint32_t len, uint32_t 
 			 (uint32_t)i * len, (uint64_t)i))
 			return false;
 	if (wait_cq(p->a.cq, nwr, &st) || st != IBV_WC_SUCCESS) {
-		printf("  write stream: %s\n", ibv_wc_status_str(st));
+		/* (what a flake needs to be understood from a CI log) */
+		printf("  write stream: %s; A: %lu timeouts, %lu retries, %lu sent (%lu by ring), "
+		       "%lu received, %lu ACKs; B: %lu received, %lu sent\n",
+		       ibv_wc_status_str(st), (unsigned long)CNT(&p->a, timeouts),
+		       (unsigned long)CNT(&p->a, retries), (unsigned long)CNT(&p->a, tx_pkts),
+		       (unsigned long)CNT(&p->a, shm_tx), (unsigned long)CNT(&p->a, rx_pkts),
+		       (unsigned long)CNT(&p->a, acks_rx), (unsigned long)CNT(&p->b, rx_pkts),
+		       (unsigned long)CNT(&p->b, tx_pkts));
 		return false;
 	}
 	return !memcmp(p->a.buf, p->b.buf, span);

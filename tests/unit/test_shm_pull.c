@@ -469,9 +469,18 @@ static void test_hostile(void)
 			      "variant %d: B's QP state %d", v, qa.qp_state);
 		if (v == H_UNMAPPED || v == H_NOT_ONLY || v == H_BULK_SHORT) {
 			/* B's head is past A's tail now: A's next head check breaks
-			 * the link, the WRITEs go over UDP or a new link */
+			 * the link, the WRITEs go over UDP or a new link.  The
+			 * first silence makes A look (uroce_shm_recheck): records
+			 * put before that vanish, and without the look the resends
+			 * did too, one per timeout, 5-6 of the QP's 7 retries */
+			uint64_t to0 = CNT(&p.a, timeouts);
+
 			CHECK(write_stream(&p, 8, 32768, 30u + (unsigned)v),
 			      "variant %d: later WRITEs complete with the right data", v);
+			CHECK(
+			    CNT(&p.a, timeouts) - to0 <= 1,
+			    "variant %d: the broken ring found by the first silence: %llu timeouts",
+			    v, (unsigned long long)(CNT(&p.a, timeouts) - to0));
 			if (v == H_UNMAPPED || v == H_BULK_SHORT)
 				CHECK(to_uqp(p.qa)->req.pull_off ||
 					  CNT(&p.a, shm_bad) + CNT(&p.b, shm_bad),
