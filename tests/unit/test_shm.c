@@ -389,6 +389,27 @@ static bool wait_byte(int sock)
 	return read(sock, &c, 1) == 1;
 }
 
+/* A writer that sends its 256 bytes once and exits gets them into n. */
+static void new_writer(struct node *n, uint32_t seed, const char *what)
+{
+	struct qpinfo peer;
+	uint8_t want[256];
+	int sock, st;
+	pid_t pid;
+	struct ibv_qp *qp;
+
+	memset(n->buf, 0, 65536);
+	pid = spawn(WRITER_ONCE, seed, &sock);
+	qp = meet(n, sock, &peer, 7);
+	CHECK(qp && wait_byte(sock), "%s", what);
+	waitpid(pid, &st, 0);
+	close(sock);
+	fill(want, sizeof(want), seed);
+	CHECK(!memcmp(n->buf, want, sizeof(want)), "its data landed");
+	if (qp)
+		ibv_destroy_qp(qp);
+}
+
 static bool wait_maps(int n)
 {
 	uint64_t end = now_ms() + 10000;
@@ -421,21 +442,7 @@ static void test_kill(void)
 	CHECK(wait_maps(0), "its rings are gone once it is: %d mapped", count_maps("uroce-shm"));
 	if (qp)
 		ibv_destroy_qp(qp);
-	/* a new writer, after that */
-	memset(n.buf, 0, 65536);
-	pid = spawn(WRITER_ONCE, 6, &sock);
-	qp = meet(&n, sock, &peer, 7);
-	CHECK(qp && wait_byte(sock), "a new writer after the kill");
-	waitpid(pid, &st, 0);
-	close(sock);
-	{
-		uint8_t want[256];
-
-		fill(want, sizeof(want), 6);
-		CHECK(!memcmp(n.buf, want, sizeof(want)), "its data landed");
-	}
-	if (qp)
-		ibv_destroy_qp(qp);
+	new_writer(&n, 6, "a new writer after the kill");
 
 	/* the target dies: our WRITE fails as it does over UDP */
 	pid = spawn(TARGET, 7, &sock);
@@ -580,20 +587,7 @@ static void test_kill_any(void)
 	CHECK(wait_maps(0), "no ring of a dead child left: %d mapped", count_maps("uroce-shm"));
 	CHECK(wait_fds(fds0), "no descriptor left: %d before, %d after", fds0, count_fds());
 	/* and a new writer gets through */
-	memset(n.buf, 0, 65536);
-	pid = spawn(WRITER_ONCE, 99, &sock);
-	qp = meet(&n, sock, &peer, 7);
-	CHECK(qp && wait_byte(sock), "a new writer after the kills");
-	waitpid(pid, &st, 0);
-	close(sock);
-	{
-		uint8_t want[256];
-
-		fill(want, sizeof(want), 99);
-		CHECK(!memcmp(n.buf, want, sizeof(want)), "its data landed");
-	}
-	if (qp)
-		ibv_destroy_qp(qp);
+	new_writer(&n, 99, "a new writer after the kills");
 	node_close(&n);
 }
 
@@ -631,6 +625,22 @@ static void test_many_procs(void)
 
 #define NQP 1024
 
+/* Two nodes and NQP connected QP pairs between them. */
+static bool qp_pairs(struct node *a, struct node *b, struct ibv_qp **qa, struct ibv_qp **qb)
+{
+	CHECK(!node_open(a, 4 * NQP) && !node_open(b, 4 * NQP), "nodes");
+	for (int i = 0; i < NQP; i++) {
+		qa[i] = qp_new(a);
+		qb[i] = qp_new(b);
+		if (!qa[i] || !qb[i] || qp_rts(a, qa[i], qb[i]->qp_num, 14, 7) ||
+		    qp_rts(b, qb[i], qa[i]->qp_num, 14, 7)) {
+			CHECK(0, "QP pair %d", i);
+			return false;
+		}
+	}
+	return true;
+}
+
 static void test_1024(void)
 {
 	static struct ibv_qp *qa[NQP], *qb[NQP];
@@ -639,17 +649,9 @@ static void test_1024(void)
 	struct qpinfo ib;
 	int ok = 0;
 
-	CHECK(!node_open(&a, 4 * NQP) && !node_open(&b, 4 * NQP), "nodes");
+	if (!qp_pairs(&a, &b, qa, qb))
+		return;
 	ib = (struct qpinfo){.rkey = b.mr->rkey, .addr = (uintptr_t)b.buf};
-	for (int i = 0; i < NQP; i++) {
-		qa[i] = qp_new(&a);
-		qb[i] = qp_new(&b);
-		if (!qa[i] || !qb[i] || qp_rts(&a, qa[i], qb[i]->qp_num, 14, 7) ||
-		    qp_rts(&b, qb[i], qa[i]->qp_num, 14, 7)) {
-			CHECK(0, "QP pair %d", i);
-			return;
-		}
-	}
 	fill(a.buf, BUF, 9);
 	for (int i = 0; i < NQP; i++) {
 		ok += !post_recv(qb[i], &b, 524288u + (uint32_t)i * 256u, 256);
@@ -715,17 +717,9 @@ static void test_1024_stream(void)
 	uint64_t pull0;
 	int ok = 0;
 
-	CHECK(!node_open(&a, 4 * NQP) && !node_open(&b, 4 * NQP), "nodes");
+	if (!qp_pairs(&a, &b, qa, qb))
+		return;
 	ib = (struct qpinfo){.rkey = b.mr->rkey, .addr = (uintptr_t)b.buf};
-	for (int i = 0; i < NQP; i++) {
-		qa[i] = qp_new(&a);
-		qb[i] = qp_new(&b);
-		if (!qa[i] || !qb[i] || qp_rts(&a, qa[i], qb[i]->qp_num, 14, 7) ||
-		    qp_rts(&b, qb[i], qa[i]->qp_num, 14, 7)) {
-			CHECK(0, "QP pair %d", i);
-			return;
-		}
-	}
 	/* small WRITEs until every endpoint pair has its links both ways */
 	for (uint64_t end = now_ms() + 20000;
 	     (CNT(&a, shm_links) < (NQP + 253) / 254 || CNT(&b, shm_links) < (NQP + 253) / 254) &&
