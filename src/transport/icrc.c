@@ -288,7 +288,18 @@ uint32_t uroce_icrc_gather_copy(const struct uroce_ipinfo *ip, const uint8_t *hd
 
 	for (int i = 0; i < niov; i++)
 		n += (uint32_t)iov[i].iov_len;
-	crc = uroce_crc32(icrc_head(ip, hdr, n), hdr + UR_BTH_BYTES, hlen - UR_BTH_BYTES);
+	crc = icrc_head(ip, hdr, n);
+	if (hlen == UR_BTH_BYTES + UR_RETH_BYTES && niov) {
+		/* the RETH and the first piece in one fold */
+		crc = uroce_crc32_copy_pre(dst, iov[0].iov_base, iov[0].iov_len, hdr + UR_BTH_BYTES,
+					   crc);
+		if (dst)
+			dst += iov[0].iov_len;
+		iov++;
+		niov--;
+	} else {
+		crc = uroce_crc32(crc, hdr + UR_BTH_BYTES, hlen - UR_BTH_BYTES);
+	}
 	for (int i = 0; i < niov; i++) {
 		if (!dst) {
 			crc = uroce_crc32(crc, iov[i].iov_base, iov[i].iov_len);
@@ -325,8 +336,18 @@ bool uroce_icrc_ok_copy(const struct uroce_pkt *pkt, const struct uroce_ipinfo *
 	uint32_t n = pkt->len - UR_ICRC_BYTES, wire, crc;
 	const uint8_t *src = pkt->payload;
 
-	crc = uroce_crc32(icrc_head(ip, pkt->bth, n), pkt->bth + UR_BTH_BYTES,
-			  (size_t)(pkt->payload - pkt->bth) - UR_BTH_BYTES);
+	crc = icrc_head(ip, pkt->bth, n);
+	if (pkt->payload - pkt->bth == UR_BTH_BYTES + UR_RETH_BYTES && ndst) {
+		/* a WRITE's RETH and the payload's first piece in one fold */
+		crc = uroce_crc32_copy_pre(dst[0].iov_base, src, dst[0].iov_len,
+					   pkt->bth + UR_BTH_BYTES, crc);
+		src += dst[0].iov_len;
+		dst++;
+		ndst--;
+	} else {
+		crc = uroce_crc32(crc, pkt->bth + UR_BTH_BYTES,
+				  (size_t)(pkt->payload - pkt->bth) - UR_BTH_BYTES);
+	}
 	for (int i = 0; i < ndst; i++) {
 		crc = uroce_crc32_copy(dst[i].iov_base, src, dst[i].iov_len, crc);
 		src += dst[i].iov_len;
