@@ -190,24 +190,29 @@ static void flush_locked(struct uroce_ep *ep)
 static void ipid_fixup(const struct uroce_ipinfo *ip, uint8_t *icrc, uint32_t len)
 {
 	static const uint8_t zero_pkt[GSO_MAX_BYTES];
-	static __thread uint32_t cache_len, delta[GSO_MAX_SEGS];
-	static __thread uint64_t have;
+	static __thread struct {
+		uint32_t len, delta[GSO_MAX_SEGS];
+		uint64_t have;
+	} cache;
+	__typeof__(cache) *c = &cache; /* one __tls_get_addr (icrc.c, icrc_head4) */
 	struct uroce_ipinfo ip0 = *ip;
 	unsigned int k = ip->ipid;
 	uint32_t wire;
 
-	if (cache_len != len) {
-		cache_len = len;
-		have = 0;
+	__asm__("" : "+r"(c));
+
+	if (c->len != len) {
+		c->len = len;
+		c->have = 0;
 	}
-	if (!(have & (1ull << k))) {
+	if (!(c->have & (1ull << k))) {
 		ip0.ipid = 0;
-		delta[k] = uroce_icrc_compute(ip, zero_pkt, len - 4) ^
-			   uroce_icrc_compute(&ip0, zero_pkt, len - 4);
-		have |= 1ull << k;
+		c->delta[k] = uroce_icrc_compute(ip, zero_pkt, len - 4) ^
+			      uroce_icrc_compute(&ip0, zero_pkt, len - 4);
+		c->have |= 1ull << k;
 	}
 	memcpy(&wire, icrc, 4);
-	wire = htole32(le32toh(wire) ^ delta[k]);
+	wire = htole32(le32toh(wire) ^ c->delta[k]);
 	memcpy(icrc, &wire, 4);
 }
 

@@ -221,17 +221,25 @@ static uint32_t icrc_head4(const struct uroce_ipinfo *ip, const uint8_t *bth, ui
 	uint16_t h;
 	uint64_t key;
 	struct icrc_hcache *e = NULL;
+	/* one look-up of the thread's cache: in the shared library every
+	 * access to a __thread variable is a call (__tls_get_addr), which GCC
+	 * made again for each probe of the loop below (it recomputes the
+	 * address rather than keep it in a register; the empty asm hides
+	 * where the pointer came from) */
+	__typeof__(hcache) *hc = &hcache;
+
+	__asm__("" : "+r"(hc));
 
 	/* (two loads, not a 6-byte memcpy read back as 8: no store stall) */
 	memcpy(&w, bth + 2, 4);
 	memcpy(&h, bth + 6, 2);
 	key = ((uint64_t)h << 32 | w) | 0xffull << 16; /* byte 4: masked */
 	for (unsigned int i = 0; i < ICRC_HCACHE; i++) {
-		struct icrc_hcache *c = &hcache.e[(hcache.last + i) % ICRC_HCACHE];
+		struct icrc_hcache *c = &hc->e[(hc->last + i) % ICRC_HCACHE];
 
 		if (c->port == port && c->addr == addr && c->bth == key) {
 			e = c;
-			hcache.last = (unsigned int)(c - hcache.e);
+			hc->last = (unsigned int)(c - hc->e);
 			break;
 		}
 	}
@@ -246,8 +254,8 @@ static uint32_t icrc_head4(const struct uroce_ipinfo *ip, const uint8_t *bth, ui
 		ph[ICRC_BTH4 + 4] = 0xff;
 		for (int i = 0; i < ICRC_NVARY; i++)
 			ph[hdr_vary[i]] = 0;
-		hcache.last = hcache.next++ % ICRC_HCACHE;
-		e = &hcache.e[hcache.last];
+		hc->last = hc->next++ % ICRC_HCACHE;
+		e = &hc->e[hc->last];
 		e->crc = uroce_crc32_sw(0, ph, sizeof(ph));
 		e->addr = addr;
 		e->port = port;
