@@ -136,7 +136,7 @@ static void send_unbatched(struct uroce_ep *ep, const struct uroce_tx_group *g,
 /* The batch's packets are counted as it leaves, three atomic adds per
  * batch instead of three per packet: a locked add waits for the store
  * buffer to drain, and a packet's copy has just filled it (about 20 TSC
- * ticks a packet, docs/design.md "Per-packet work"). */
+ * ticks a packet, docs/design.md "Per-packet work across veth"). */
 static void count_batch(struct uroce_ep *ep, const struct uroce_ep_tx *tx)
 {
 	uint64_t pkts = 0, bytes = 0, in_place = 0;
