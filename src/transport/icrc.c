@@ -221,17 +221,25 @@ static uint32_t icrc_head4(const struct uroce_ipinfo *ip, const uint8_t *bth, ui
 	uint16_t h;
 	uint64_t key;
 	struct icrc_hcache *e = NULL;
+	/* one look-up of the thread's cache: in the shared library every
+	 * access to a __thread variable is a call (__tls_get_addr), which GCC
+	 * made again for each probe of the loop below (it recomputes the
+	 * address rather than keep it in a register; the empty asm hides
+	 * where the pointer came from) */
+	__typeof__(hcache) *hc = &hcache;
+
+	__asm__("" : "+r"(hc));
 
 	/* (two loads, not a 6-byte memcpy read back as 8: no store stall) */
 	memcpy(&w, bth + 2, 4);
 	memcpy(&h, bth + 6, 2);
 	key = ((uint64_t)h << 32 | w) | 0xffull << 16; /* byte 4: masked */
 	for (unsigned int i = 0; i < ICRC_HCACHE; i++) {
-		struct icrc_hcache *c = &hcache.e[(hcache.last + i) % ICRC_HCACHE];
+		struct icrc_hcache *c = &hc->e[(hc->last + i) % ICRC_HCACHE];
 
 		if (c->port == port && c->addr == addr && c->bth == key) {
 			e = c;
-			hcache.last = (unsigned int)(c - hcache.e);
+			hc->last = (unsigned int)(c - hc->e);
 			break;
 		}
 	}
@@ -246,8 +254,8 @@ static uint32_t icrc_head4(const struct uroce_ipinfo *ip, const uint8_t *bth, ui
 		ph[ICRC_BTH4 + 4] = 0xff;
 		for (int i = 0; i < ICRC_NVARY; i++)
 			ph[hdr_vary[i]] = 0;
-		hcache.last = hcache.next++ % ICRC_HCACHE;
-		e = &hcache.e[hcache.last];
+		hc->last = hc->next++ % ICRC_HCACHE;
+		e = &hc->e[hc->last];
 		e->crc = uroce_crc32_sw(0, ph, sizeof(ph));
 		e->addr = addr;
 		e->port = port;
@@ -288,7 +296,18 @@ uint32_t uroce_icrc_gather_copy(const struct uroce_ipinfo *ip, const uint8_t *hd
 
 	for (int i = 0; i < niov; i++)
 		n += (uint32_t)iov[i].iov_len;
-	crc = uroce_crc32(icrc_head(ip, hdr, n), hdr + UR_BTH_BYTES, hlen - UR_BTH_BYTES);
+	crc = icrc_head(ip, hdr, n);
+	if (hlen == UR_BTH_BYTES + UR_RETH_BYTES && niov) {
+		/* the RETH and the first piece in one fold */
+		crc = uroce_crc32_copy_pre(dst, iov[0].iov_base, iov[0].iov_len, hdr + UR_BTH_BYTES,
+					   crc);
+		if (dst)
+			dst += iov[0].iov_len;
+		iov++;
+		niov--;
+	} else {
+		crc = uroce_crc32(crc, hdr + UR_BTH_BYTES, hlen - UR_BTH_BYTES);
+	}
 	for (int i = 0; i < niov; i++) {
 		if (!dst) {
 			crc = uroce_crc32(crc, iov[i].iov_base, iov[i].iov_len);
@@ -325,8 +344,18 @@ bool uroce_icrc_ok_copy(const struct uroce_pkt *pkt, const struct uroce_ipinfo *
 	uint32_t n = pkt->len - UR_ICRC_BYTES, wire, crc;
 	const uint8_t *src = pkt->payload;
 
-	crc = uroce_crc32(icrc_head(ip, pkt->bth, n), pkt->bth + UR_BTH_BYTES,
-			  (size_t)(pkt->payload - pkt->bth) - UR_BTH_BYTES);
+	crc = icrc_head(ip, pkt->bth, n);
+	if (pkt->payload - pkt->bth == UR_BTH_BYTES + UR_RETH_BYTES && ndst) {
+		/* a WRITE's RETH and the payload's first piece in one fold */
+		crc = uroce_crc32_copy_pre(dst[0].iov_base, src, dst[0].iov_len,
+					   pkt->bth + UR_BTH_BYTES, crc);
+		src += dst[0].iov_len;
+		dst++;
+		ndst--;
+	} else {
+		crc = uroce_crc32(crc, pkt->bth + UR_BTH_BYTES,
+				  (size_t)(pkt->payload - pkt->bth) - UR_BTH_BYTES);
+	}
 	for (int i = 0; i < ndst; i++) {
 		crc = uroce_crc32_copy(dst[i].iov_base, src, dst[i].iov_len, crc);
 		src += dst[i].iov_len;

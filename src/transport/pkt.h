@@ -287,6 +287,10 @@ uint32_t uroce_crc32_sw(uint32_t crc, const void *buf, size_t len);
  * returns the CRC of the bytes, continued from crc. */
 uint32_t uroce_crc32_clmul(uint32_t crc, const void *buf, size_t len);
 uint32_t uroce_crc32_copy(void *dst, const void *src, size_t len, uint32_t crc);
+/* The CRC of pre16[0..16) followed by src[0..len), copying src (only) to
+ * dst (NULL: no copy): a RETH and the payload behind it in one fold. */
+uint32_t uroce_crc32_copy_pre(void *dst, const void *src, size_t len, const void *pre16,
+			      uint32_t crc);
 /* What uroce_crc32_clmul uses: 0 the table, 1 PCLMULQDQ, 2 VPCLMULQDQ. */
 int uroce_crc32_clmul_level(void);
 

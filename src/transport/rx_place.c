@@ -196,10 +196,7 @@ int uroce_rx_place(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroc
 	if (!n)
 		return 0;
 	pkt->placed = ok;
-	if (ok) {
-		uroce_count(qp->ctx, rx_in_place, 1);
-		if (pkt->mask & URM_START)
-			uroce_count(qp->ctx, rx_write_next, 1);
-	}
+	/* (rcvd_in_place and rcvd_write_next: counted by the caller with the
+	 * datagram's other packets, endpoint.c rx_counted) */
 	return ok ? 1 : -1;
 }

@@ -73,7 +73,7 @@ static void test_crc_random(void)
 {
 	static uint8_t data[4200];
 	static uint8_t copy[4200 + 64];
-	unsigned bad_hw = 0, bad_sw = 0, bad_chain = 0, bad_clmul = 0, bad_copy = 0;
+	unsigned bad_hw = 0, bad_sw = 0, bad_chain = 0, bad_clmul = 0, bad_copy = 0, bad_pre = 0;
 
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (uint8_t)rnd();
@@ -92,6 +92,19 @@ static void test_crc_random(void)
 			    uroce_crc32_copy(copy + 3 + off * 5, data + off, len, seed) != ref;
 			bad_copy += memcmp(copy + 3 + off * 5, data + off, len) != 0;
 			bad_copy += copy[2 + off * 5] != 0xa5 || copy[3 + off * 5 + len] != 0xa5;
+			/* 16 bytes from elsewhere in front: the CRC of both, the
+			 * copy of the second only (and no copy at all) */
+			if (len >= 16) {
+				memset(copy, 0xa5, sizeof(copy));
+				bad_pre += uroce_crc32_copy_pre(copy + 3 + off * 5, data + off + 16,
+								len - 16, data + off, seed) != ref;
+				bad_pre +=
+				    memcmp(copy + 3 + off * 5, data + off + 16, len - 16) != 0;
+				bad_pre += copy[2 + off * 5] != 0xa5 ||
+					   copy[3 + off * 5 + len - 16] != 0xa5;
+				bad_pre += uroce_crc32_copy_pre(NULL, data + off + 16, len - 16,
+								data + off, seed) != ref;
+			}
 		}
 	}
 	/* Splitting anywhere gives the same CRC, through both paths. */
@@ -110,6 +123,7 @@ static void test_crc_random(void)
 	CHECK(bad_clmul == 0, "uroce_crc32_clmul (level %d) differs from the bitwise CRC %u times",
 	      uroce_crc32_clmul_level(), bad_clmul);
 	CHECK(bad_copy == 0, "uroce_crc32_copy: wrong CRC or copy %u times", bad_copy);
+	CHECK(bad_pre == 0, "uroce_crc32_copy_pre: wrong CRC or copy %u times", bad_pre);
 }
 
 /* The ICRC of a packet in pieces (a send from registered memory) is the
