@@ -584,7 +584,7 @@ void uroce_cc_log(const struct uroce_qp *qp)
 		"%llu us, "
 		"decreases: %llu delay, %llu loss (%llu undone), %llu timeout; loss mode entered "
 		"%llu times%s, in loss mode %.0f%% of the round trips; paced %llu times, "
-		"reordering window %llu us",
+		"reordering window %llu us (reordering seen %llu times)",
 		qp->ibqp.qp_base.qp_num, (unsigned long long)sk->ccst.samples,
 		(double)sk->ccst.cwnd_sum / (double)sk->ccst.samples,
 		(double)sk->ccst.pipe_sum / (double)sk->ccst.samples,
@@ -594,7 +594,8 @@ void uroce_cc_log(const struct uroce_qp *qp)
 		(unsigned long long)sk->ccst.loss_entries, sk->loss_mode ? " (in it)" : "",
 		100.0 * (double)sk->ccst.loss_samples / (double)sk->ccst.samples,
 		(unsigned long long)sk->ccst.paced,
-		(unsigned long long)(uroce_sack_reo_wnd(qp) / 1000));
+		(unsigned long long)(uroce_sack_reo_wnd(qp) / 1000),
+		(unsigned long long)sk->ccst.reo_seen);
 	if (sk->cubic)
 		ur_info("qp %u cc cubic: grew %llu times by the cubic function, %llu by the "
 			"TCP-friendly estimate, %llu at the plateau; last W_max %.1f, K %.3f s",

@@ -263,16 +263,17 @@ struct uroce_sack {
 	 * showed arrived (seq, send time, the highest PSN held), its round
 	 * trip; the reordering window's steps (RACK); the first hole resent
 	 * of an episode, to tell a spurious resend; the window before the
-	 * last loss decrease, to undo it then */
+	 * last loss decrease, to undo it then; one resend watched at a
+	 * time (rw_*), to see reordering where no decrease was made */
 	uint32_t rack_seq, rack_hi, reo_steps;
 	uint64_t rack_ts, rack_rtt_ns;
-	bool rack_on, sp_on, undo_on;
-	uint32_t sp_psn, undo_cwnd;
-	uint64_t sp_ns, reo_mark;
+	bool rack_on, sp_on, undo_on, rw_on;
+	uint32_t sp_psn, undo_cwnd, rw_psn;
+	uint64_t sp_ns, reo_mark, rw_ns;
 	/* what the law did, logged at info level when the QP goes (cc.c) */
 	struct {
 		uint64_t samples, cwnd_sum, dec_delay, dec_loss, dec_timeout, loss_entries;
-		uint64_t paced, undos;
+		uint64_t paced, undos, reo_seen;
 		uint64_t pace_gap_sum, pace_srtt_sum, pace_late_sum, pace_late_n, pace_due;
 		uint64_t lf_looks, lf_low, lf_sum, loss_samples, pace_lost_ns, pace_lost_n;
 		/* CUBIC (UROCE_CC_LAW=cubic): acknowledgements that grew the

@@ -38,11 +38,13 @@ static _Atomic unsigned long held_bytes;
 #define SACK_RTO_BURST 16u
 
 /* RACK (RFC 8985): a hole counts as lost once something sent at least the
- * reordering window after it has arrived; the window is a quarter of the
- * smallest round trip, at least SACK_REO_MIN_NS, times the steps that
- * resends found spurious added (up to SACK_REO_STEPS_MAX, and never more
- * than the smoothed round trip); a step goes again every
- * SACK_REO_DECAY round trips. */
+ * reordering window after it has arrived; the window is 0 until a resend
+ * was found spurious (reordering seen, as RFC 8985's reo_wnd in recovery
+ * without it), then a quarter of the smallest round trip, at least
+ * SACK_REO_MIN_NS, times the steps that spurious resends added (up to
+ * SACK_REO_STEPS_MAX, and never more than the smoothed round trip); a step
+ * goes again every SACK_REO_DECAY round trips.  UROCE_SACK_REO=0 (a bench
+ * knob): one step more from the start, the rule until session 16. */
 #define SACK_REO_MIN_NS	   50000ull
 #define SACK_REO_STEPS_MAX 16u
 #define SACK_REO_DECAY	   1024u
@@ -386,23 +388,40 @@ void uroce_sack_forget(struct uroce_qp *qp)
 	qp->sk->sacked_on = false;
 	qp->sk->rack_on = false;
 	qp->sk->sp_on = false;
+	qp->sk->rw_on = false;
 }
 
 /* The first hole resent in an episode has arrived: sooner than half the
  * smallest round trip after its resend, it was not the resend that
  * arrived but the packet itself, reordered past later ones (Eifel's idea,
  * by time): the decrease is undone and the reordering window widened. */
-static void spurious_check(struct uroce_qp *qp, uint64_t now)
+static bool reordered(struct uroce_qp *qp, uint64_t sent_ns, uint64_t now)
 {
 	struct uroce_sack *sk = qp->sk;
 
-	sk->sp_on = false;
-	if (!sk->base_rtt_ns || now - sk->sp_ns >= sk->base_rtt_ns / 2)
-		return;
+	if (!sk->base_rtt_ns || now - sent_ns >= sk->base_rtt_ns / 2)
+		return false;
 	if (sk->reo_steps < SACK_REO_STEPS_MAX)
 		sk->reo_steps++;
 	sk->reo_mark = sk->ccst.samples;
-	uroce_cc_undo(qp);
+	sk->ccst.reo_seen++;
+	return true;
+}
+
+static void spurious_check(struct uroce_qp *qp, uint64_t now)
+{
+	qp->sk->sp_on = false;
+	if (reordered(qp, qp->sk->sp_ns, now))
+		uroce_cc_undo(qp);
+}
+
+/* The watched resend has arrived (rw_*): the same test without an undo -
+ * with a reordering window of 0 every hole is resent at the first
+ * selective ACK that shows it, and this is how reordering is seen. */
+static void watch_check(struct uroce_qp *qp, uint64_t now)
+{
+	qp->sk->rw_on = false;
+	reordered(qp, qp->sk->rw_ns, now);
 }
 
 static struct uroce_sack_tx *tx_slot(struct uroce_qp *qp, uint32_t psn);
@@ -413,6 +432,8 @@ void uroce_sack_acked(struct uroce_qp *qp, uint32_t old)
 
 	if (sk->sp_on && ur_psn_diff(sk->sp_psn, qp->req.una_psn) < 0)
 		spurious_check(qp, uroce_now_ns());
+	if (sk->rw_on && ur_psn_diff(sk->rw_psn, qp->req.una_psn) < 0)
+		watch_check(qp, uroce_now_ns());
 	for (uint32_t p = old; sk->diag && ur_psn_diff(p, qp->req.una_psn) < 0;
 	     p = (p + 1) & UR_PSN_MASK)
 		if (tx_slot(qp, p))
@@ -459,6 +480,13 @@ static void resend(struct uroce_qp *qp, uint32_t psn)
 	if (qp->req.rtt_on && ur_psn_diff(psn, qp->req.rtt_psn) <= 0)
 		qp->req.rtt_on = false; /* Karn: no sample across a resend */
 	if (uroce_req_resend(qp, psn)) {
+		struct uroce_sack *sk = qp->sk;
+
+		if (!sk->rw_on && !qp->req.rd_inflight && tx_slot(qp, psn)) {
+			sk->rw_on = true;
+			sk->rw_psn = psn;
+			sk->rw_ns = tx_slot(qp, psn)->ts;
+		}
 		uroce_sd_resend(qp, psn, -1);
 		uroce_qp_count(qp, retransmits, 1);
 		tlp_arm(qp, qp->req.srtt_ns + qp->req.srtt_ns / 2);
@@ -467,12 +495,21 @@ static void resend(struct uroce_qp *qp, uint32_t psn)
 
 uint64_t uroce_sack_reo_wnd(const struct uroce_qp *qp)
 {
+	static int fixed = -1;
 	const struct uroce_sack *sk = qp->sk;
 	uint64_t w = sk->base_rtt_ns / 4;
 
+	if (fixed < 0) {
+		const char *e = getenv("UROCE_SACK_REO");
+
+		fixed = e && !strcmp(e, "0");
+	}
 	if (w < SACK_REO_MIN_NS)
 		w = SACK_REO_MIN_NS;
-	w *= 1 + sk->reo_steps;
+	/* READs outstanding: one step from the start as before - a READ's
+	 * re-request is answered while the responses of the request before
+	 * it still arrive, which the watch would take for reordering */
+	w *= sk->reo_steps + (uint32_t)(fixed || qp->req.rd_inflight);
 	if (qp->req.srtt_ns && w > qp->req.srtt_ns && sk->reo_steps)
 		w = qp->req.srtt_ns > SACK_REO_MIN_NS ? qp->req.srtt_ns : SACK_REO_MIN_NS;
 	return w;
@@ -603,6 +640,8 @@ void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 		sk->sacked_hi = p;
 		if (sk->sp_on && p == sk->sp_psn)
 			spurious_check(qp, now);
+		if (sk->rw_on && p == sk->rw_psn)
+			watch_check(qp, now);
 		if (d > 0) {
 			if (!any || (int32_t)(t->seq - newest) > 0) {
 				newest = t->seq;
@@ -614,6 +653,8 @@ void uroce_sack_rcv(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 	}
 	if (sk->sp_on && ur_psn_diff(sk->sp_psn, base) < 0)
 		spurious_check(qp, now);
+	if (sk->rw_on && ur_psn_diff(sk->rw_psn, base) < 0)
+		watch_check(qp, now);
 	if (!any)
 		return;
 	/* A hole sent before something that arrived is lost - or reordered

@@ -24,7 +24,8 @@
  *   - a long queue with the window at its floor enters loss mode too;
  *   - the window's cap in loss mode (UROCE_CC_LOSS_WMAX, a bench knob),
  *     UROCE_WINDOW again when the mode ends;
- *   - timeouts halve the window, never below the floor.
+ *   - timeouts halve the window, never below the floor;
+ *   - RACK's reordering window (sack.c): 0 until reordering was seen.
  */
 #include <stdlib.h>
 
@@ -322,6 +323,30 @@ int main(void)
 	loss(qp);
 	uroce_cc_timeout(qp);
 	CHECK(pkts(qp) == 100, "UROCE_CC off: the window moved to %u", pkts(qp));
+
+	/* RACK's reordering window (sack.c): 0 until reordering was seen,
+	 * then a step of a quarter of the smallest round trip (at least 50
+	 * us) per spurious resend, never more than the smoothed round trip;
+	 * one step from the start while READs are outstanding */
+	unsetenv("UROCE_SACK_REO");
+	qp->sk->base_rtt_ns = 400 * US;
+	qp->sk->reo_steps = 0;
+	qp->req.srtt_ns = 500 * US;
+	CHECK(uroce_sack_reo_wnd(qp) == 0, "reordering window %llu ns before any reordering",
+	      (unsigned long long)uroce_sack_reo_wnd(qp));
+	qp->req.rd_inflight = 1;
+	CHECK(uroce_sack_reo_wnd(qp) == 100 * US, "READs out: %llu ns, not a step",
+	      (unsigned long long)uroce_sack_reo_wnd(qp));
+	qp->req.rd_inflight = 0;
+	qp->sk->reo_steps = 1;
+	CHECK(uroce_sack_reo_wnd(qp) == 100 * US, "one step: %llu ns",
+	      (unsigned long long)uroce_sack_reo_wnd(qp));
+	qp->sk->base_rtt_ns = 40 * US;
+	CHECK(uroce_sack_reo_wnd(qp) == 50 * US, "one step of a short round trip: %llu ns",
+	      (unsigned long long)uroce_sack_reo_wnd(qp));
+	qp->sk->reo_steps = 16;
+	CHECK(uroce_sack_reo_wnd(qp) == 500 * US, "16 steps: %llu ns, not the smoothed round trip",
+	      (unsigned long long)uroce_sack_reo_wnd(qp));
 
 	free(qp->sk);
 	free(qp);
