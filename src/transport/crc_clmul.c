@@ -273,7 +273,7 @@ static uint32_t crc_pre(uint32_t crc, const uint8_t *pre, const uint8_t *p, uint
 {
 	if (level() == 3 && len >= 112)
 		return crc_vpclmul_pre(crc, pre, p, d, len);
-	return crc_any(uroce_crc32(crc, pre, 16), p, d, len);
+	return crc_any(crc_any(crc, pre, NULL, 16), p, d, len);
 }
 
 #else /* not x86-64: the table code */
