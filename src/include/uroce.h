@@ -129,14 +129,6 @@ struct uroce_ep {
 	pthread_mutex_t rx_lock;
 	struct uroce_ep_rx *rx;
 	uint64_t rx_ns; /* the clock of the receive batch in hand (rx_lock; 0: not read) */
-	/* The kernel's receive time of the datagram in hand (SO_TIMESTAMPNS,
-	 * on the uroce_now_ns clock; 0: none - the option off, a plain read,
-	 * the same-host wire), and the REALTIME - MONOTONIC offset read once
-	 * per batch to convert it (rx_toff_on) (endpoint.c, rx_lock) */
-	uint64_t rx_kns;
-	int64_t rx_toff;
-	bool rx_toff_on;
-	atomic_bool rx_ts; /* SO_TIMESTAMPNS is on (uroce_ep_rx_ts_on) */
 	/* transmit batch for UDP GSO (src/net/gso.c); tx_lock is a leaf lock */
 	pthread_mutex_t tx_lock;
 	struct uroce_ep_tx *tx;
@@ -764,9 +756,6 @@ int uroce_ep_poll_app(struct uroce_ep *ep, int budget, uint64_t now);
 /* The clock of the receive batch being handled (read once per batch, or
  * the application poll's own): a round-trip sample's end (req.c). */
 uint64_t uroce_ep_rx_clock(struct uroce_ep *ep);
-/* Turn on the kernel's receive timestamps on ep's sockets (native mode, a
- * QP with congestion control: docs/selective-repeat.md, "Session 17"). */
-void uroce_ep_rx_ts_on(struct uroce_ep *ep);
 /* The progress thread's spin: as uroce_ep_poll, but while ep has
  * same-host peers the UDP socket is read only now and then (shm.h). */
 int uroce_ep_poll_spin(struct uroce_ep *ep, int budget);

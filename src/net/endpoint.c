@@ -40,8 +40,7 @@ struct uroce_ep_rx {
 	struct iovec iov[RX_BATCH];
 	struct sockaddr_in from[RX_BATCH];
 	union {
-		char buf[CMSG_SPACE(sizeof(struct in_pktinfo)) + 2 * CMSG_SPACE(sizeof(int)) +
-			 CMSG_SPACE(sizeof(struct timespec))];
+		char buf[CMSG_SPACE(sizeof(struct in_pktinfo)) + 2 * CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} ctl[RX_BATCH];
 	uint8_t data[RX_BATCH][RX_BUFSZ];
@@ -890,48 +889,6 @@ int uroce_ep_xmit_nocrc(struct uroce_ep *ep, const struct uroce_ipinfo *ip, uint
 	return ep_xmit(ep, ip, buf, len, false);
 }
 
-/* The kernel's receive timestamps (SO_TIMESTAMPNS) on ep's sockets: the
- * time a datagram waited in the socket for a thread to read it, which the
- * congestion control takes out of the round trip (docs/selective-repeat.md,
- * "Session 17").  Only for a QP that uses them (native mode, congestion
- * control; UROCE_RX_TS=0: never): a ping-pong's read on another endpoint
- * stays without a control message.  Once on, it stays on. */
-static int rx_ts_mode = -1;
-
-void uroce_ep_rx_ts_on(struct uroce_ep *ep)
-{
-	int one = 1;
-
-	if (!ep || ep->std || atomic_load(&ep->rx_ts) || !uroce_env_on("UROCE_RX_TS", &rx_ts_mode))
-		return;
-	if (setsockopt(ep->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) ||
-	    (ep->fd_any >= 0 &&
-	     setsockopt(ep->fd_any, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one))))
-		ur_trace("SO_TIMESTAMPNS: %s", strerror(errno));
-	else
-		atomic_store(&ep->rx_ts, true);
-}
-
-/* A datagram's SO_TIMESTAMPNS (CLOCK_REALTIME) on the uroce_now_ns clock:
- * the offset between the two read once per receive batch, and never
- * later than the batch's read. */
-static void rx_kclock(struct uroce_ep *ep, const struct cmsghdr *cm)
-{
-	struct timespec ts, rt;
-	uint64_t now = uroce_ep_rx_clock(ep), k;
-
-	memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
-	if (!ep->rx_toff_on) {
-		clock_gettime(CLOCK_REALTIME, &rt);
-		ep->rx_toff = (int64_t)((uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec -
-					uroce_now_ns());
-		ep->rx_toff_on = true;
-	}
-	k = (uint64_t)((int64_t)((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) -
-		       ep->rx_toff);
-	ep->rx_kns = k < now ? k : now;
-}
-
 /* any: read from the wildcard socket (IP_PKTINFO gives the destination);
  * else from the address socket, bound to it. */
 static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struct sockaddr_in *from,
@@ -945,9 +902,7 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 
 	uroce_count(ctx, rx_bytes, len);
 	for (cm = CMSG_FIRSTHDR((struct msghdr *)mh); cm; cm = CMSG_NXTHDR((struct msghdr *)mh, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
-			rx_kclock(ep, cm);
-		} else if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
 			struct in_pktinfo pi;
 
 			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
@@ -982,7 +937,6 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
 			continue;
 		deliver_pkt(ep, data + off, n, &ip, true);
 	}
-	ep->rx_kns = 0; /* only this datagram's */
 	rx_counted(ep);
 	if (gro < len) /* a whole batch: the next datagram starts another */
 		ep->rx->ipid_next = 0;
@@ -1216,7 +1170,6 @@ static void batch_done(struct uroce_ep *ep, int n, bool app)
 	flush_batch_acks(ep, app, n);
 	uroce_ep_flush(ep);				   /* and what they made the QPs send */
 	__atomic_store_n(&ep->rx_ns, 0, __ATOMIC_RELAXED); /* the next batch reads it again */
-	ep->rx_toff_on = false;
 }
 
 /* One clock read per receive batch, and none for a batch that times no
@@ -1519,7 +1472,6 @@ static int ep_poll(struct uroce_ep *ep, int budget, bool app, bool every_udp, bo
 	deferring_acks = false;
 	uroce_ep_flush(ep); /* READ responses, atomic ACKs, window refills */
 	__atomic_store_n(&ep->rx_ns, 0, __ATOMIC_RELAXED);
-	ep->rx_toff_on = false;
 	pthread_mutex_unlock(&ep->rx_lock);
 	return done;
 }

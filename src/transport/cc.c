@@ -76,18 +76,6 @@
  * round trip (UROCE_CC_CUBIC_C, UROCE_CC_CUBIC_BETA /1024). */
 #define CC_CUBIC_C    500000.0
 #define CC_CUBIC_BETA 870u /* / 1024 */
-/* Host delay (Swift's split; UROCE_CC_HD, bits): 0 neither stamped nor
- * used; CC_HD_ON ACKs stamped and the split measured (logged); CC_HD_LAW
- * the delay law's samples without it; CC_HD_PACE the pacer spreads the
- * window over the fabric's smoothed round trip; CC_HD_GROW loss mode's
- * increase per fabric round trip (x srtt / fabric srtt, at most
- * CC_HD_GROW_MAX). */
-#define CC_HD_ON       1u
-#define CC_HD_LAW      2u
-#define CC_HD_PACE     4u
-#define CC_HD_GROW     8u
-#define CC_HD_MODE     CC_HD_ON
-#define CC_HD_GROW_MAX 2u
 
 void uroce_cc_init(struct uroce_qp *qp)
 {
@@ -141,11 +129,6 @@ void uroce_cc_init(struct uroce_qp *qp)
 	qp->sk->lf_sent = qp->sk->lf_resent = 0;
 	qp->sk->loss_frac_on = false;
 	qp->sk->pace_ns = 0;
-	e = getenv("UROCE_CC_HD");
-	qp->sk->hd_mode = e && *e ? (uint8_t)atoi(e) : CC_HD_MODE;
-	qp->sk->rsp_hd = -1;
-	if (qp->sk->cc && qp->sk->hd_mode)
-		uroce_ep_rx_ts_on(qp->ep);
 }
 
 /* The cube root of x >= 0 (Newton's, from above; no libm), to 1e-9. */
@@ -360,21 +343,6 @@ void uroce_cc_sent(struct uroce_qp *qp, bool resent)
 	}
 }
 
-/* CC_HD_GROW: loss mode's increase per fabric round trip, not per whole
- * one (/ 1024).  Next to a TCP flow the overflows come at the pace of
- * TCP's sawtooth, and a window that grows per round trip grows slower per
- * second by the host delay in it: its equilibrium, and the rate that
- * window gives over the longer round trip, both shrink with it. */
-static uint32_t hd_grow(const struct uroce_qp *qp)
-{
-	uint64_t f = qp->sk->fsrtt_ns, s = qp->req.srtt_ns, g;
-
-	if (!(qp->sk->hd_mode & CC_HD_GROW) || !f || s <= f)
-		return 1024;
-	g = s * 1024 / f;
-	return g > CC_HD_GROW_MAX * 1024 ? CC_HD_GROW_MAX * 1024 : (uint32_t)g;
-}
-
 /* Additive increase: one packet per window acknowledged; in loss mode
  * CC_LOSS_AI, as a TCP flow gains about one segment of up to 1,448 bytes
  * per round trip and uroce's packets carry 1,024 over Ethernet - or
@@ -392,12 +360,10 @@ void uroce_cc_acked(struct uroce_qp *qp, uint32_t n)
 		sk->cwnd += n << 10; /* doubling per round trip */
 	else if (sk->loss_mode && sk->cubic)
 		cubic_acked(sk, n, qp->req.srtt_ns, uroce_now_ns());
-	else if (sk->loss_mode)
-		sk->cwnd +=
-		    (uint32_t)((uint64_t)(n << 10) * (loss_low(sk) ? sk->loss_ai_hi : sk->loss_ai) *
-			       hd_grow(qp) / 1024 / (w ? w : 1));
 	else
-		sk->cwnd += (n << 10) / (w ? w : 1);
+		sk->cwnd += (n << 10) *
+			    (sk->loss_mode ? (loss_low(sk) ? sk->loss_ai_hi : sk->loss_ai) : 1) /
+			    (w ? w : 1);
 	w = sk->loss_mode && sk->loss_wmax > UROCE_WINDOW ? sk->loss_wmax : UROCE_WINDOW;
 	if (sk->cwnd > w << 10)
 		sk->cwnd = w << 10;
@@ -488,65 +454,6 @@ void uroce_cc_undo(struct uroce_qp *qp)
 	sk->ccst.undos++;
 }
 
-/* Swift's split of host and fabric delay (docs/selective-repeat.md,
- * "Session 17").  A uroce ACK is sent by a user-space thread: the round
- * trip a requester measures holds the time its packet waited in the
- * responder's socket for that thread, the responder's work and lazy ACK,
- * and the time the ACK waited in the requester's socket - on a loaded
- * host milliseconds that no queue in the network holds, which TCP's
- * kernel-sent ACKs do not have.  The responder stamps what its host kept
- * (the ACK's host delay, pkt.h), the requester's own socket wait comes
- * from the kernel's receive timestamp of the ACK; the rest is the fabric
- * round trip.  Only from a responder that stamps (a response without the
- * flag: the sample whole, as before), and a host delay that is not
- * shorter than the sample (a lie, a clock step) is ignored. */
-void uroce_cc_hd_stamp(struct uroce_qp *qp, struct uroce_pkt *pkt)
-{
-	struct uroce_sack *sk = qp->sk;
-	uint64_t now;
-
-	if (!sk->hd_mode || !sk->cc || !sk->req_kns || !sk->peer_req ||
-	    (pkt->opcode != (UR_OPC_ACK | UR_TR_RC) && pkt->opcode != UR_OPC_SACK))
-		return;
-	now = uroce_now_ns();
-	ur_bth_hd_set(pkt->bth, now > sk->req_kns ? now - sk->req_kns : 0);
-	if (sk->diag) {
-		sk->hdst.acks++;
-		sk->hdst.ack_hd_sum += now > sk->req_kns ? now - sk->req_kns : 0;
-	}
-}
-
-uint64_t uroce_cc_fabric(struct uroce_qp *qp, uint64_t s, uint64_t now)
-{
-	struct uroce_sack *sk = qp->sk;
-	uint64_t hd, own, f;
-
-	if (!sk->hd_mode || sk->rsp_hd < 0)
-		return s;
-	hd = (uint64_t)sk->rsp_hd;
-	own = sk->rsp_kns && now > sk->rsp_kns ? now - sk->rsp_kns : 0;
-	if (hd + own >= s) {
-		sk->hdst.ignored++;
-		return s;
-	}
-	f = s - hd - own;
-	sk->fsrtt_ns = sk->fsrtt_ns ? sk->fsrtt_ns - sk->fsrtt_ns / 8 + f / 8 : f;
-	sk->hdst.n++;
-	sk->hdst.rtt_sum += s;
-	sk->hdst.hd_sum += hd;
-	sk->hdst.own_sum += own;
-	sk->hdst.fab_sum += f;
-	return sk->hd_mode & CC_HD_LAW ? f : s;
-}
-
-/* The round trip the pacer spreads the window over: the fabric's with
- * CC_HD_PACE, else the whole one. */
-static uint64_t pace_srtt(const struct uroce_qp *qp)
-{
-	return qp->sk->hd_mode & CC_HD_PACE && qp->sk->fsrtt_ns ? qp->sk->fsrtt_ns
-								: qp->req.srtt_ns;
-}
-
 /* Pacing: the window spread over the round trip it takes, not sent in
  * the bursts that acknowledgements open (an ACK for a receive batch
  * opens dozens of packets at once, and through a drop-tail queue that a
@@ -566,8 +473,8 @@ uint64_t uroce_cc_pace_gap(const struct uroce_qp *qp)
 	/* at pace_gain/100 of the window's rate (pace_gain_hi while few
 	 * packets are resent: loss_low), twice it in slow start */
 	g = sk->slow_start
-		? pace_srtt(qp) / (2 * w)
-		: pace_srtt(qp) * 100 / ((loss_low(sk) ? sk->pace_gain_hi : sk->pace_gain) * w);
+		? qp->req.srtt_ns / (2 * w)
+		: qp->req.srtt_ns * 100 / ((loss_low(sk) ? sk->pace_gain_hi : sk->pace_gain) * w);
 	/* UROCE_PACE_COMP: what late wake-ups lose, made up by the rate */
 	return sk->pace_comp ? g * (1024 - sk->pl_frac) / 1024 : g;
 }
@@ -702,17 +609,6 @@ void uroce_cc_log(const struct uroce_qp *qp)
 			100.0 * (double)sk->ccst.lf_sum / 65536.0 / (double)sk->ccst.lf_looks,
 			(unsigned long long)sk->ccst.lf_looks, 100.0 * sk->low_loss / 65536.0,
 			(unsigned long long)sk->ccst.lf_low);
-	if (sk->hdst.n || sk->hdst.ignored)
-		ur_info(
-		    "qp %u cc host delay: %llu samples (%llu ignored), mean round trip %.0f us = "
-		    "peer's host %.0f + ours %.0f + fabric %.0f; fabric srtt %llu us",
-		    qp->ibqp.qp_base.qp_num, (unsigned long long)sk->hdst.n,
-		    (unsigned long long)sk->hdst.ignored,
-		    sk->hdst.n ? (double)sk->hdst.rtt_sum / (double)sk->hdst.n / 1e3 : 0.0,
-		    sk->hdst.n ? (double)sk->hdst.hd_sum / (double)sk->hdst.n / 1e3 : 0.0,
-		    sk->hdst.n ? (double)sk->hdst.own_sum / (double)sk->hdst.n / 1e3 : 0.0,
-		    sk->hdst.n ? (double)sk->hdst.fab_sum / (double)sk->hdst.n / 1e3 : 0.0,
-		    (unsigned long long)(sk->fsrtt_ns / 1000));
 	if (sk->ccst.paced && sk->ccst.pace_late_n)
 		ur_info("qp %u cc pacing: mean gap %llu ns, srtt %llu us at holds; resumed %llu ns "
 			"after due (%llu), after the burst's credit %llu times, %.1f ms in all",

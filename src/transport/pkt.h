@@ -90,37 +90,8 @@ static inline uint16_t ur_bth_epoch(const uint8_t *bth)
 #define UR_BTH4_PIGGY	 0x80 /* on a SEND or WRITE request */
 #define UR_BTH4_PIGGY_OK 0x02 /* on a response */
 #define UR_PIGGY_BYTES	 8
-/* Host delay (docs/selective-repeat.md, "Session 17"; Swift's split of
- * host and fabric delay): between uroce peers in native mode, an ACK or
- * selective ACK may say how long the responder's host kept the newest
- * request it acknowledges - from the kernel's receive timestamp to the
- * ACK's leaving - in UR_HD_UNIT_NS units, 10 bits: resv8a bits 2-4 (high)
- * and resv7 (BTH byte 8 bits 0-6, low), flagged by resv8a bit 5.  On
- * requests those bits are the incarnation's, so only responses carry it;
- * a responder that does not stamp leaves the flag clear, and the
- * requester's round trips are taken whole, as before. */
-#define UR_BTH4_HD    0x20
-#define UR_BTH4_HD_HI 0x1c
-#define UR_HD_UNIT_NS 8000u
-#define UR_HD_MAX     1023u
-static inline void ur_bth_hd_set(uint8_t *bth, uint64_t ns)
-{
-	uint64_t u = (ns + UR_HD_UNIT_NS / 2) / UR_HD_UNIT_NS;
-	uint32_t v = u > UR_HD_MAX ? UR_HD_MAX : (uint32_t)u;
-
-	bth[4] = (uint8_t)((bth[4] & ~(UR_BTH4_HD | UR_BTH4_HD_HI)) | UR_BTH4_HD | (v >> 7) << 2);
-	bth[8] = (uint8_t)((bth[8] & 0x80) | (v & 0x7f));
-}
-/* The host delay a response carries, in ns; -1: none. */
-static inline int64_t ur_bth_hd(const uint8_t *bth)
-{
-	if (!(bth[4] & UR_BTH4_HD))
-		return -1;
-	return (int64_t)((uint32_t)((bth[4] & UR_BTH4_HD_HI) >> 2) << 7 | (bth[8] & 0x7f)) *
-	       UR_HD_UNIT_NS;
-}
-#define UR_SACK_WIN	1024u /* PSNs one SACK describes */
-#define UR_SACK_PAYLOAD (4 + UR_SACK_WIN / 8)
+#define UR_SACK_WIN	 1024u /* PSNs one SACK describes */
+#define UR_SACK_PAYLOAD	 (4 + UR_SACK_WIN / 8)
 
 /* Header types, in the order they appear in a packet. */
 enum uroce_hdr_type {

@@ -294,18 +294,6 @@ struct uroce_sack {
 		bool valid, end, rd_done;
 	} rsp[UR_SACK_WIN];
 	struct uroce_sack_diag *diag; /* UROCE_SACK_DIAG=1, else NULL */
-	/* host delay (cc.c, docs/selective-repeat.md "Session 17"): hd_mode
-	 * (UROCE_CC_HD); responder: the kernel's receive time of the newest
-	 * request (0: unknown), which its ACKs' host delay counts from;
-	 * requester: the host delay the response in hand carried (-1: none)
-	 * and its own kernel receive time; the smoothed fabric round trip */
-	uint8_t hd_mode;
-	uint64_t req_kns, rsp_kns, fsrtt_ns;
-	int64_t rsp_hd;
-	struct {
-		uint64_t n, ignored, rtt_sum, hd_sum, own_sum, fab_sum, acks, ack_hd_sum, wait_sum,
-		    reqs;
-	} hdst;
 };
 
 /* Requester: has the READ response at psn been placed ahead of una? */
@@ -386,12 +374,6 @@ uint64_t uroce_cc_pace_gap(const struct uroce_qp *qp);
 uint64_t uroce_cc_pace_burst(const struct uroce_qp *qp);
 /* The last loss decrease was for a packet that had arrived: undo it. */
 void uroce_cc_undo(struct uroce_qp *qp);
-/* Requester: the round trip s (ns) of the response in hand without the
- * host delays it carried and met here, as the law takes it (hd_mode). */
-uint64_t uroce_cc_fabric(struct uroce_qp *qp, uint64_t s, uint64_t now);
-/* Responder: an ACK or selective ACK leaving says how long the host kept
- * the newest request (hd_mode). */
-void uroce_cc_hd_stamp(struct uroce_qp *qp, struct uroce_pkt *pkt);
 
 /* At RTR: offer selective repeat if this QP may (RC, native mode,
  * UROCE_SACK=1).  0 or -ENOMEM. */
@@ -410,15 +392,9 @@ static inline void uroce_sack_rx(struct uroce_qp *qp, const struct uroce_pkt *pk
 		return;
 	if (!(pkt->mask & URM_REQ)) {
 		qp->sk->peer_resp = true;
-		qp->sk->rsp_hd = ur_bth_hd(pkt->bth);
-		qp->sk->rsp_kns = qp->ep ? qp->ep->rx_kns : 0;
 		return;
 	}
 	qp->sk->peer_req = true;
-	if (qp->ep && (qp->sk->req_kns = qp->ep->rx_kns) && qp->sk->diag && qp->ep->rx_ns) {
-		qp->sk->hdst.reqs++; /* how long requests waited in the socket */
-		qp->sk->hdst.wait_sum += qp->ep->rx_ns - qp->sk->req_kns;
-	}
 	if (qp->sk->nheld && ur_bth_epoch(pkt->bth) != qp->sk->held_epoch)
 		uroce_sack_clear(qp);
 }

@@ -180,7 +180,7 @@ void uroce_req_rtt(struct uroce_qp *qp, uint32_t psn)
 	s = now - qp->req.rtt_t0;
 	qp->req.srtt_ns = qp->req.srtt_ns ? qp->req.srtt_ns - qp->req.srtt_ns / 8 + s / 8 : s;
 	if (qp->sk)
-		uroce_cc_rtt(qp, uroce_cc_fabric(qp, s, now));
+		uroce_cc_rtt(qp, s);
 }
 
 static uint8_t pick_opcode(const struct uroce_swqe *w, bool first, bool last)

@@ -171,10 +171,8 @@ void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	uint64_t now;
 
 	pkt->bth[4] |= UR_BTH4_SACK;
-	if (!(pkt->mask & URM_REQ)) {
-		uroce_cc_hd_stamp(qp, pkt);
+	if (!(pkt->mask & URM_REQ))
 		return;
-	}
 	now = qp->req.tx_ns ? qp->req.tx_ns : uroce_now_ns(); /* (req.c: req_clock) */
 	/* the pacer's account (cc.c): a packet, a READ request its
 	 * responses; not the PSNs a pull record stands for (pull_pkt_xmit:

@@ -180,18 +180,6 @@ void uroce_sd_free(struct uroce_qp *qp)
 		    ms(d->stall_ns[UR_SD_EP]), (unsigned long long)d->stall_n[UR_SD_EP],
 		    ms(d->stall_ns[UR_SD_PACE]), (unsigned long long)d->stall_n[UR_SD_PACE],
 		    ms(d->stall_ns[UR_SD_RD]), (unsigned long long)d->stall_n[UR_SD_RD]);
-	if (qp->sk->hdst.acks || qp->sk->hdst.reqs)
-		ur_info("qp %u sack diag: responder's host delay %.0f us mean over %llu ACKs; "
-			"requests waited in the socket %.0f us mean (%llu)",
-			qp->ibqp.qp_base.qp_num,
-			qp->sk->hdst.acks
-			    ? (double)qp->sk->hdst.ack_hd_sum / (double)qp->sk->hdst.acks / 1e3
-			    : 0.0,
-			(unsigned long long)qp->sk->hdst.acks,
-			qp->sk->hdst.reqs
-			    ? (double)qp->sk->hdst.wait_sum / (double)qp->sk->hdst.reqs / 1e3
-			    : 0.0,
-			(unsigned long long)qp->sk->hdst.reqs);
 	if (d->held_n)
 		ur_info("qp %u sack diag: responder held something %llu times, %.1f ms in all",
 			qp->ibqp.qp_base.qp_num, (unsigned long long)d->held_n, ms(d->held_ns));
