@@ -25,7 +25,7 @@
  *   - the window's caps: UROCE_LOSS_WINDOW in loss mode by default
  *     (UROCE_CC_LOSS_WMAX, a bench knob), above or below the loss-free
  *     cap uroce_window (UROCE_WINDOW), which holds again when the mode
- *     ends;
+ *     ends; UROCE_GBN_WINDOW against a peer without selective repeat;
  *   - timeouts halve the window, never below the floor;
  *   - RACK's reordering window (sack.c): 0 until reordering was seen.
  */
@@ -331,6 +331,20 @@ int main(void)
 	CHECK(pkts(qp) == 1024 && rc_cwnd(qp) == 1024,
 	      "out of loss mode the 1,024-packet cap again: %u (rc_cwnd %u)", pkts(qp),
 	      rc_cwnd(qp));
+	/* a peer whose responses did not show selective repeat (IBTA
+	 * go-back-N), or no selective repeat here: UROCE_GBN_WINDOW */
+	qp->sk->peer_resp = false;
+	CHECK(rc_cwnd(qp) == UROCE_GBN_WINDOW && rc_window(qp) == 1024,
+	      "a go-back-N peer under a 1,024-packet window: rc_cwnd %u, rc_window %u", rc_cwnd(qp),
+	      rc_window(qp));
+	{
+		struct uroce_sack *sk = qp->sk;
+
+		qp->sk = NULL;
+		CHECK(rc_cwnd(qp) == UROCE_GBN_WINDOW, "no selective repeat: rc_cwnd %u",
+		      rc_cwnd(qp));
+		qp->sk = sk;
+	}
 	uroce_window = saved;
 	qp->sk->loss_wmax = w;
 	qp->sk->peer_resp = false;
