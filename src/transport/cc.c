@@ -263,8 +263,8 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 		if (sk->low_rtts >= CC_LOW_EXIT && sk->quiet_rtts >= sk->quiet_need) {
 			sk->loss_mode = false;
 			sk->run_cwnd = 0;
-			if (sk->cwnd > uroce_window << 10)
-				sk->cwnd = uroce_window << 10; /* loss_wmax's part */
+			if (sk->cwnd > rc_free_wmax(qp) << 10)
+				sk->cwnd = rc_free_wmax(qp) << 10; /* loss_wmax's part */
 		}
 		return;
 	}
@@ -364,7 +364,7 @@ void uroce_cc_acked(struct uroce_qp *qp, uint32_t n)
 		sk->cwnd += (n << 10) *
 			    (sk->loss_mode ? (loss_low(sk) ? sk->loss_ai_hi : sk->loss_ai) : 1) /
 			    (w ? w : 1);
-	w = sk->loss_mode ? sk->loss_wmax : uroce_window;
+	w = sk->loss_mode ? sk->loss_wmax : rc_free_wmax(qp);
 	if (sk->cwnd > w << 10)
 		sk->cwnd = w << 10;
 }

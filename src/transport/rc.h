@@ -23,9 +23,13 @@
 #define UROCE_ACKREQ_EVERY 64u
 #define UROCE_ACK_STRIDE   128u
 
-/* The per-QP window in packets: UROCE_WINDOW, or the environment's
- * UROCE_WINDOW (read at the first RTR, req.c), at most UR_SACK_WIN. */
-extern uint32_t uroce_window;
+/* The per-QP window in packets: UROCE_WINDOW, and at most
+ * UROCE_WINDOW_BYTES of packets (1 MiB: 256 at MTU 4096, as before; a
+ * 512-packet window of 2 MiB on loopback lost bandwidth) - or the
+ * environment's UROCE_WINDOW packets whatever the MTU (read at the first
+ * RTR, req.c; uroce_window_bytes 0), at most UR_SACK_WIN. */
+#define UROCE_WINDOW_BYTES (1u << 20)
+extern uint32_t uroce_window, uroce_window_bytes;
 
 /* The congestion window's cap in loss mode (competing with a queue filler,
  * cc.c), UROCE_CC_LOSS_WMAX up to UR_SACK_WIN / 2, above or below
@@ -53,9 +57,11 @@ static inline uint32_t rc_ep_budget(const struct uroce_qp *qp)
  * so a window does not overrun the receiver and turn into retransmissions. */
 static inline uint32_t rc_window(const struct uroce_qp *qp)
 {
-	uint32_t w = rc_ep_budget(qp);
+	uint32_t w = rc_ep_budget(qp), c = uroce_window;
 
-	return w > uroce_window ? uroce_window : w;
+	if (uroce_window_bytes && qp->mtu && c > uroce_window_bytes / qp->mtu)
+		c = uroce_window_bytes / qp->mtu;
+	return w > c ? c : w;
 }
 
 /* The endpoint's packets in flight, this QP's latest included. */
@@ -340,6 +346,23 @@ static inline uint32_t rc_peer_window(const struct uroce_qp *qp)
 	uint32_t w = rc_window(qp);
 
 	return (!qp->sk || !qp->sk->peer_resp) && w > UROCE_GBN_WINDOW ? UROCE_GBN_WINDOW : w;
+}
+
+/* Congestion control's cap outside loss mode (cc.c): rc_window() while
+ * the path is clean - under UROCE_CLEAN_LOSS of the packets sent were
+ * resent lately (loss_frac, measured per 4,096 packets sent), or not
+ * measured yet - else at most UROCE_LOSS_WINDOW: under random loss (1%,
+ * loopback) a 512-packet window of 4 KiB packets kept less than 256 did
+ * (docs/design.md, "The window, raised"). */
+#define UROCE_CLEAN_LOSS 66u /* / 65536: 1 per mille */
+static inline uint32_t rc_free_wmax(const struct uroce_qp *qp)
+{
+	const struct uroce_sack *sk = qp->sk;
+	uint32_t w = qp->ep ? rc_window(qp) : uroce_window;
+
+	if (sk->loss_frac_on && sk->loss_frac >= UROCE_CLEAN_LOSS && w > UROCE_LOSS_WINDOW)
+		return UROCE_LOSS_WINDOW;
+	return w;
 }
 
 /* The requester's window: rc_peer_window(), and between uroce peers that

@@ -17,7 +17,7 @@ enum req_result { REQ_SENT, REQ_BLOCKED, REQ_DONE_WQE, REQ_ERROR };
 
 static const char *const req_result_name[] = {"sent", "blocked", "wqe-done", "error"};
 
-uint32_t uroce_window = UROCE_WINDOW;
+uint32_t uroce_window = UROCE_WINDOW, uroce_window_bytes = UROCE_WINDOW_BYTES;
 
 /* UROCE_WINDOW (packets, 16 to UR_SACK_WIN), read at the first RTR. */
 static void window_env(void)
@@ -28,8 +28,10 @@ static void window_env(void)
 	if (atomic_load_explicit(&done, memory_order_acquire))
 		return;
 	e = getenv("UROCE_WINDOW");
-	if (e && atoi(e) >= 16)
+	if (e && atoi(e) >= 16) {
 		uroce_window = (uint32_t)atoi(e) > UR_SACK_WIN ? UR_SACK_WIN : (uint32_t)atoi(e);
+		uroce_window_bytes = 0; /* packets, whatever the MTU */
+	}
 	atomic_store_explicit(&done, 1, memory_order_release);
 }
 

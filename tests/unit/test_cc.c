@@ -25,7 +25,9 @@
  *   - the window's caps: UROCE_LOSS_WINDOW in loss mode by default
  *     (UROCE_CC_LOSS_WMAX, a bench knob), above or below the loss-free
  *     cap uroce_window (UROCE_WINDOW), which holds again when the mode
- *     ends; UROCE_GBN_WINDOW against a peer without selective repeat;
+ *     ends, while under UROCE_CLEAN_LOSS of the packets are resent
+ *     (UROCE_LOSS_WINDOW above it); UROCE_GBN_WINDOW against a peer
+ *     without selective repeat;
  *   - timeouts halve the window, never below the floor;
  *   - RACK's reordering window (sack.c): 0 until reordering was seen.
  */
@@ -331,6 +333,33 @@ int main(void)
 	CHECK(pkts(qp) == 1024 && rc_cwnd(qp) == 1024,
 	      "out of loss mode the 1,024-packet cap again: %u (rc_cwnd %u)", pkts(qp),
 	      rc_cwnd(qp));
+	/* a path that resends 1% of the packets: outside loss mode too the
+	 * cap is UROCE_LOSS_WINDOW; under UROCE_CLEAN_LOSS uroce_window again */
+	qp->sk->loss_frac_on = true;
+	qp->sk->loss_frac = 655;
+	uroce_cc_acked(qp, 1024);
+	CHECK(pkts(qp) == UROCE_LOSS_WINDOW && rc_cwnd(qp) == UROCE_LOSS_WINDOW,
+	      "1%% resent: the cap %u (rc_cwnd %u), not UROCE_LOSS_WINDOW", pkts(qp), rc_cwnd(qp));
+	qp->sk->loss_frac = UROCE_CLEAN_LOSS - 1;
+	for (int i = 0; i < 64; i++)
+		uroce_cc_acked(qp, 1024);
+	CHECK(pkts(qp) > UROCE_LOSS_WINDOW && pkts(qp) <= 1024,
+	      "under UROCE_CLEAN_LOSS resent: the window stayed at %u", pkts(qp));
+	qp->sk->loss_frac_on = false;
+	qp->sk->loss_frac = 0;
+	/* MTU 4096: at most UROCE_WINDOW_BYTES in flight (256 packets); the
+	 * environment's UROCE_WINDOW (uroce_window_bytes 0) counts packets,
+	 * within the endpoint's budget (4 MiB / 4,224: 496) */
+	qp->mtu = 4096;
+	CHECK(rc_window(qp) == UROCE_WINDOW_BYTES / 4096 &&
+		  rc_cwnd(qp) == UROCE_WINDOW_BYTES / 4096,
+	      "MTU 4096: rc_window %u, rc_cwnd %u", rc_window(qp), rc_cwnd(qp));
+	uroce_window_bytes = 0;
+	CHECK(rc_window(qp) == rc_ep_budget(qp) && rc_ep_budget(qp) == 496,
+	      "MTU 4096, UROCE_WINDOW=1024: rc_window %u (budget %u)", rc_window(qp),
+	      rc_ep_budget(qp));
+	uroce_window_bytes = UROCE_WINDOW_BYTES;
+	qp->mtu = 1024;
 	/* a peer whose responses did not show selective repeat (IBTA
 	 * go-back-N), or no selective repeat here: UROCE_GBN_WINDOW */
 	qp->sk->peer_resp = false;
