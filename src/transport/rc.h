@@ -348,19 +348,19 @@ static inline uint32_t rc_peer_window(const struct uroce_qp *qp)
 	return (!qp->sk || !qp->sk->peer_resp) && w > UROCE_GBN_WINDOW ? UROCE_GBN_WINDOW : w;
 }
 
-/* Congestion control's cap outside loss mode (cc.c): rc_window() while
- * the path is clean - under UROCE_CLEAN_LOSS of the packets sent were
- * resent lately (loss_frac, measured per 4,096 packets sent), or not
- * measured yet - else at most UROCE_LOSS_WINDOW: under random loss (1%,
- * loopback) a 512-packet window of 4 KiB packets kept less than 256 did
- * (docs/design.md, "The window, raised"). */
+/* Congestion control's cap outside loss mode (cc.c): rc_window() once the
+ * path showed itself clean - under UROCE_CLEAN_LOSS of the packets sent
+ * were resent lately (loss_frac, measured per 4,096 packets sent) - else
+ * at most UROCE_LOSS_WINDOW: under random loss (1%, loopback) and through
+ * a shared bottleneck (tbf.sh: its slow starts too) the larger window
+ * resent more and kept less (docs/design.md, "The window, raised"). */
 #define UROCE_CLEAN_LOSS 66u /* / 65536: 1 per mille */
 static inline uint32_t rc_free_wmax(const struct uroce_qp *qp)
 {
 	const struct uroce_sack *sk = qp->sk;
 	uint32_t w = qp->ep ? rc_window(qp) : uroce_window;
 
-	if (sk->loss_frac_on && sk->loss_frac >= UROCE_CLEAN_LOSS && w > UROCE_LOSS_WINDOW)
+	if ((!sk->loss_frac_on || sk->loss_frac >= UROCE_CLEAN_LOSS) && w > UROCE_LOSS_WINDOW)
 		return UROCE_LOSS_WINDOW;
 	return w;
 }

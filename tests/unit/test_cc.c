@@ -25,8 +25,8 @@
  *   - the window's caps: UROCE_LOSS_WINDOW in loss mode by default
  *     (UROCE_CC_LOSS_WMAX, a bench knob), above or below the loss-free
  *     cap uroce_window (UROCE_WINDOW), which holds again when the mode
- *     ends, while under UROCE_CLEAN_LOSS of the packets are resent
- *     (UROCE_LOSS_WINDOW above it); UROCE_GBN_WINDOW against a peer
+ *     ends, once under UROCE_CLEAN_LOSS of the packets were resent
+ *     (UROCE_LOSS_WINDOW before and above it); UROCE_GBN_WINDOW against a peer
  *     without selective repeat;
  *   - timeouts halve the window, never below the floor;
  *   - RACK's reordering window (sack.c): 0 until reordering was seen.
@@ -327,6 +327,12 @@ int main(void)
 	for (int i = 0; i < 140; i++)
 		sample(qp, 100 * US);
 	CHECK(!qp->sk->loss_mode, "loss mode did not end");
+	qp->sk->cwnd = 1023 << 10;
+	uroce_cc_acked(qp, 1024);
+	CHECK(pkts(qp) == UROCE_LOSS_WINDOW,
+	      "the path not yet measured: the cap %u, not UROCE_LOSS_WINDOW", pkts(qp));
+	qp->sk->loss_frac_on = true; /* measured: clean */
+	qp->sk->loss_frac = 0;
 	qp->sk->cwnd = 1023 << 10;
 	for (int i = 0; i < 64; i++)
 		uroce_cc_acked(qp, 1024);
