@@ -54,7 +54,7 @@
 #define CC_PACE_US	 200u
 #define CC_PACE_MIN_PKTS 16u
 #define CC_PACE_GAIN	 125u /* percent */
-#define CC_LOSS_WMAX	 UROCE_WINDOW
+#define CC_LOSS_WMAX	 UROCE_LOSS_WINDOW
 /* Pacing under CPU load (session 15; UROCE_PACE_COMP=1, a bench knob): the share
  * of the pacer's schedule lost to wake-ups later than the burst's credit,
  * measured per CC_PL_PERIOD_NS and smoothed over about four, raises the
@@ -89,7 +89,7 @@ void uroce_cc_init(struct uroce_qp *qp)
 	qp->sk->cc = !(e && !strcmp(e, "0"));
 	/* slow start: a flow that joins a shared bottleneck with a full
 	 * window looks to the others like a queue filler (the yield rule) */
-	qp->sk->cwnd = (qp->sk->cc ? CC_INIT_PKTS : UROCE_WINDOW) << 10;
+	qp->sk->cwnd = (qp->sk->cc ? CC_INIT_PKTS : uroce_window) << 10;
 	qp->sk->slow_start = qp->sk->cc;
 	e = getenv("UROCE_CC_TARGET_US");
 	qp->sk->target_ns = (e && atoi(e) > 0 ? (uint64_t)atoi(e) : CC_TARGET_US) * 1000;
@@ -263,8 +263,8 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 		if (sk->low_rtts >= CC_LOW_EXIT && sk->quiet_rtts >= sk->quiet_need) {
 			sk->loss_mode = false;
 			sk->run_cwnd = 0;
-			if (sk->cwnd > UROCE_WINDOW << 10)
-				sk->cwnd = UROCE_WINDOW << 10; /* loss_wmax's part */
+			if (sk->cwnd > rc_free_wmax(qp) << 10)
+				sk->cwnd = rc_free_wmax(qp) << 10; /* loss_wmax's part */
 		}
 		return;
 	}
@@ -364,7 +364,7 @@ void uroce_cc_acked(struct uroce_qp *qp, uint32_t n)
 		sk->cwnd += (n << 10) *
 			    (sk->loss_mode ? (loss_low(sk) ? sk->loss_ai_hi : sk->loss_ai) : 1) /
 			    (w ? w : 1);
-	w = sk->loss_mode && sk->loss_wmax > UROCE_WINDOW ? sk->loss_wmax : UROCE_WINDOW;
+	w = sk->loss_mode ? sk->loss_wmax : rc_free_wmax(qp);
 	if (sk->cwnd > w << 10)
 		sk->cwnd = w << 10;
 }

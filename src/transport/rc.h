@@ -11,13 +11,33 @@
  * probes - duplicates resent for nothing. */
 #define UROCE_PROBE_MIN_NS 3000000ull
 
-/* Packets a requester may have in flight per QP, and how often it asks for
- * an ACK in a stream (the last packet of its last queued message always
- * does: req.c); a responder's receive batches coalesce the ACKs nobody
- * asked for up to UROCE_ACK_STRIDE PSNs (resp.c). */
-#define UROCE_WINDOW	   256u
+/* Packets a requester may have in flight per QP (the default of
+ * uroce_window, below), and how often it asks for an ACK in a stream (the
+ * last packet of its last queued message always does: req.c); a
+ * responder's receive batches coalesce the ACKs nobody asked for up to
+ * UROCE_ACK_STRIDE PSNs (resp.c).  512, not 256: a target that answers
+ * every datagram clocked a 256-packet window into ever smaller refills
+ * (docs/design.md, "The window, raised"); not 1,024: half the PSNs a
+ * selective ACK describes stay for the holes of a loss. */
+#define UROCE_WINDOW	   512u
 #define UROCE_ACKREQ_EVERY 64u
 #define UROCE_ACK_STRIDE   128u
+
+/* The per-QP window in packets: UROCE_WINDOW, and at most
+ * UROCE_WINDOW_BYTES of packets (1 MiB: 256 at MTU 4096, as before; a
+ * 512-packet window of 2 MiB on loopback lost bandwidth) - or the
+ * environment's UROCE_WINDOW packets whatever the MTU (read at the first
+ * RTR, req.c; uroce_window_bytes 0), at most UR_SACK_WIN. */
+#define UROCE_WINDOW_BYTES (1u << 20)
+extern uint32_t uroce_window, uroce_window_bytes;
+
+/* The congestion window's cap in loss mode (competing with a queue filler,
+ * cc.c), UROCE_CC_LOSS_WMAX up to UR_SACK_WIN / 2, above or below
+ * uroce_window, which caps it again when the mode ends. */
+#define UROCE_LOSS_WINDOW 256u
+
+/* The window against a peer without selective repeat (rc_peer_window). */
+#define UROCE_GBN_WINDOW 256u
 
 /* What all the QPs of an endpoint may have in flight together: 8 or 255
  * QPs of one process mostly send to one peer socket, whose buffer is no
@@ -33,13 +53,15 @@ static inline uint32_t rc_ep_budget(const struct uroce_qp *qp)
 	return b < 8 ? 8 : b;
 }
 
-/* Packets in flight per QP: the endpoint's budget, at most UROCE_WINDOW,
+/* Packets in flight per QP: the endpoint's budget, at most uroce_window,
  * so a window does not overrun the receiver and turn into retransmissions. */
 static inline uint32_t rc_window(const struct uroce_qp *qp)
 {
-	uint32_t w = rc_ep_budget(qp);
+	uint32_t w = rc_ep_budget(qp), c = uroce_window;
 
-	return w > UROCE_WINDOW ? UROCE_WINDOW : w;
+	if (uroce_window_bytes && qp->mtu && c > uroce_window_bytes / qp->mtu)
+		c = uroce_window_bytes / qp->mtu;
+	return w > c ? c : w;
 }
 
 /* The endpoint's packets in flight, this QP's latest included. */
@@ -315,17 +337,45 @@ static inline bool rc_sack_req(const struct uroce_qp *qp)
 	return qp->sk && qp->sk->peer_resp;
 }
 
-/* The requester's window: rc_window(), and between uroce peers that
+/* The window against this QP's peer: rc_window(), at most
+ * UROCE_GBN_WINDOW until the peer's responses showed selective repeat -
+ * IBTA go-back-N resends everything after a loss, and a 512-packet window
+ * was measured only between uroce peers. */
+static inline uint32_t rc_peer_window(const struct uroce_qp *qp)
+{
+	uint32_t w = rc_window(qp);
+
+	return (!qp->sk || !qp->sk->peer_resp) && w > UROCE_GBN_WINDOW ? UROCE_GBN_WINDOW : w;
+}
+
+/* Congestion control's cap outside loss mode (cc.c): rc_window() once the
+ * path showed itself clean - under UROCE_CLEAN_LOSS of the packets sent
+ * were resent lately (loss_frac, measured per 4,096 packets sent) - else
+ * at most UROCE_LOSS_WINDOW: under random loss (1%, loopback) and through
+ * a shared bottleneck (tbf.sh: its slow starts too) the larger window
+ * resent more and kept less (docs/design.md, "The window, raised"). */
+#define UROCE_CLEAN_LOSS 66u /* / 65536: 1 per mille */
+static inline uint32_t rc_free_wmax(const struct uroce_qp *qp)
+{
+	const struct uroce_sack *sk = qp->sk;
+	uint32_t w = qp->ep ? rc_window(qp) : uroce_window;
+
+	if ((!sk->loss_frac_on || sk->loss_frac >= UROCE_CLEAN_LOSS) && w > UROCE_LOSS_WINDOW)
+		return UROCE_LOSS_WINDOW;
+	return w;
+}
+
+/* The requester's window: rc_peer_window(), and between uroce peers that
  * agreed on selective repeat the congestion window (sack.c). */
 static inline uint32_t rc_cwnd(const struct uroce_qp *qp)
 {
-	uint32_t w = rc_window(qp), c;
+	uint32_t w = rc_peer_window(qp), c;
 
 	if (!qp->sk || !qp->sk->cc || !qp->sk->peer_resp)
 		return w;
 	c = qp->sk->cwnd >> 10;
 	/* in loss mode up to loss_wmax (cc.c), within the endpoint's budget */
-	if (qp->sk->loss_mode && qp->sk->loss_wmax > w) {
+	if (qp->sk->loss_mode) {
 		w = rc_ep_budget(qp);
 		if (w > qp->sk->loss_wmax)
 			w = qp->sk->loss_wmax;

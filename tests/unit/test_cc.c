@@ -22,8 +22,12 @@
  *     it there; random loss does not; UROCE_CC_QUIET=0: the short samples
  *     alone;
  *   - a long queue with the window at its floor enters loss mode too;
- *   - the window's cap in loss mode (UROCE_CC_LOSS_WMAX, a bench knob),
- *     UROCE_WINDOW again when the mode ends;
+ *   - the window's caps: UROCE_LOSS_WINDOW in loss mode by default
+ *     (UROCE_CC_LOSS_WMAX, a bench knob), above or below the loss-free
+ *     cap uroce_window (UROCE_WINDOW), which holds again when the mode
+ *     ends, once under UROCE_CLEAN_LOSS of the packets were resent
+ *     (UROCE_LOSS_WINDOW before and above it); UROCE_GBN_WINDOW against a peer
+ *     without selective repeat;
  *   - timeouts halve the window, never below the floor;
  *   - RACK's reordering window (sack.c): 0 until reordering was seen.
  */
@@ -58,7 +62,7 @@ int main(void)
 {
 	struct uroce_qp *qp = calloc(1, sizeof(*qp));
 	struct uroce_ep ep = {.rcvbuf = 4u << 20};
-	uint32_t w;
+	uint32_t w, saved;
 
 	if (!qp || !(qp->sk = calloc(1, sizeof(*qp->sk)))) {
 		printf("test_cc: out of memory\n");
@@ -124,11 +128,12 @@ int main(void)
 	/* a loss with a long queue: a decrease, once per episode, no mode */
 	sample(qp, 3 * MS);
 	w = pkts(qp);
+	saved = qp->sk->cwnd;
 	qp->req.psn = 500;
 	loss(qp);
 	CHECK(!qp->sk->loss_mode, "a loss with a long queue: loss mode (delay mode can yield)");
-	CHECK(pkts(qp) >= w * 87 / 100 - 1 && pkts(qp) <= w * 87 / 100 + 1,
-	      "a loss with a long queue: %u, not %u x 0.87", pkts(qp), w);
+	CHECK(qp->sk->cwnd == (uint32_t)((uint64_t)saved * 870 / 1024),
+	      "a loss with a long queue: %u, not %u x 870 / 1024", pkts(qp), w);
 	w = pkts(qp);
 	qp->req.una_psn = 499;
 	loss(qp);
@@ -275,35 +280,108 @@ int main(void)
 		sample(qp, 100 * US);
 	CHECK(qp->sk->loss_mode, "loss mode ended 8 round trips after its entry");
 
-	/* the window's cap in loss mode: UROCE_WINDOW by default; with
-	 * UROCE_CC_LOSS_WMAX above it the window may grow there in loss mode
-	 * only, and goes back to UROCE_WINDOW when the mode ends */
-	CHECK(qp->sk->loss_wmax == UROCE_WINDOW, "the default cap in loss mode: %u",
-	      qp->sk->loss_wmax);
+	/* the window's caps: in loss mode loss_wmax (UROCE_LOSS_WINDOW by
+	 * default; UROCE_CC_LOSS_WMAX, at most UR_SACK_WIN / 2), whether above
+	 * or below the loss-free cap uroce_window, which holds again when the
+	 * mode ends */
+	w = UROCE_LOSS_WINDOW < UR_SACK_WIN / 2 ? UROCE_LOSS_WINDOW : UR_SACK_WIN / 2;
+	CHECK(qp->sk->loss_wmax == w, "the default cap in loss mode: %u, not %u", qp->sk->loss_wmax,
+	      w);
 	qp->ep = &ep; /* rc_cwnd(): the endpoint's budget, 1,820 packets */
 	qp->sk->peer_resp = true;
-	qp->sk->cwnd = (UROCE_WINDOW - 1) << 10;
+	qp->sk->cwnd = (w - 1) << 10;
 	for (int i = 0; i < 64; i++)
-		uroce_cc_acked(qp, UROCE_WINDOW);
-	CHECK(pkts(qp) == UROCE_WINDOW && rc_cwnd(qp) == UROCE_WINDOW,
-	      "loss mode, the default cap: window %u", pkts(qp));
-	qp->sk->loss_wmax = 2 * UROCE_WINDOW;
+		uroce_cc_acked(qp, w);
+	CHECK(pkts(qp) == w && rc_cwnd(qp) == w,
+	      "loss mode, the default cap: window %u (rc_cwnd %u)", pkts(qp), rc_cwnd(qp));
+	saved = uroce_window;
+	/* above the loss-free cap: a 256-packet window, UROCE_CC_LOSS_WMAX=512 */
+	uroce_window = 256;
+	qp->sk->loss_wmax = 512;
 	for (int i = 0; i < 64; i++)
-		uroce_cc_acked(qp, UROCE_WINDOW);
-	CHECK(pkts(qp) > UROCE_WINDOW && rc_cwnd(qp) == pkts(qp),
+		uroce_cc_acked(qp, 256);
+	CHECK(pkts(qp) > 256 && rc_cwnd(qp) == pkts(qp),
 	      "UROCE_CC_LOSS_WMAX=512: the window stayed at %u (rc_cwnd %u)", pkts(qp),
 	      rc_cwnd(qp));
 	for (int i = 0; i < 1000; i++)
-		uroce_cc_acked(qp, UROCE_WINDOW);
-	CHECK(pkts(qp) == 2 * UROCE_WINDOW, "UROCE_CC_LOSS_WMAX=512: window %u", pkts(qp));
+		uroce_cc_acked(qp, 256);
+	CHECK(pkts(qp) == 512, "UROCE_CC_LOSS_WMAX=512: window %u", pkts(qp));
 	for (int i = 0; i < 140; i++)
 		sample(qp, 100 * US);
-	CHECK(!qp->sk->loss_mode && pkts(qp) == UROCE_WINDOW && rc_cwnd(qp) == UROCE_WINDOW,
-	      "out of loss mode the cap is UROCE_WINDOW again: %u (rc_cwnd %u)", pkts(qp),
+	CHECK(!qp->sk->loss_mode && pkts(qp) == 256 && rc_cwnd(qp) == 256,
+	      "out of loss mode the cap is uroce_window (256) again: %u (rc_cwnd %u)", pkts(qp),
 	      rc_cwnd(qp));
-	uroce_cc_acked(qp, UROCE_WINDOW);
-	CHECK(pkts(qp) == UROCE_WINDOW, "out of loss mode: window %u", pkts(qp));
-	qp->sk->loss_wmax = UROCE_WINDOW;
+	uroce_cc_acked(qp, 256);
+	CHECK(pkts(qp) == 256, "out of loss mode: window %u", pkts(qp));
+	/* below it: a 1,024-packet window, loss mode's 256 */
+	uroce_window = 1024;
+	qp->sk->loss_wmax = 256;
+	qp->sk->cwnd = 1000 << 10;
+	CHECK(rc_cwnd(qp) == 1000, "a 1,024-packet window: rc_cwnd %u, not 1,000", rc_cwnd(qp));
+	qp->sk->loss_mode = true;
+	qp->sk->quiet_rtts = qp->sk->low_rtts = 0;
+	CHECK(rc_cwnd(qp) == 256, "loss mode's cap 256 under a 1,024-packet window: rc_cwnd %u",
+	      rc_cwnd(qp));
+	uroce_cc_acked(qp, 256);
+	CHECK(pkts(qp) == 256, "loss mode's cap 256 under a 1,024-packet window: %u", pkts(qp));
+	for (int i = 0; i < 140; i++)
+		sample(qp, 100 * US);
+	CHECK(!qp->sk->loss_mode, "loss mode did not end");
+	qp->sk->cwnd = 1023 << 10;
+	uroce_cc_acked(qp, 1024);
+	CHECK(pkts(qp) == UROCE_LOSS_WINDOW,
+	      "the path not yet measured: the cap %u, not UROCE_LOSS_WINDOW", pkts(qp));
+	qp->sk->loss_frac_on = true; /* measured: clean */
+	qp->sk->loss_frac = 0;
+	qp->sk->cwnd = 1023 << 10;
+	for (int i = 0; i < 64; i++)
+		uroce_cc_acked(qp, 1024);
+	CHECK(pkts(qp) == 1024 && rc_cwnd(qp) == 1024,
+	      "out of loss mode the 1,024-packet cap again: %u (rc_cwnd %u)", pkts(qp),
+	      rc_cwnd(qp));
+	/* a path that resends 1% of the packets: outside loss mode too the
+	 * cap is UROCE_LOSS_WINDOW; under UROCE_CLEAN_LOSS uroce_window again */
+	qp->sk->loss_frac_on = true;
+	qp->sk->loss_frac = 655;
+	uroce_cc_acked(qp, 1024);
+	CHECK(pkts(qp) == UROCE_LOSS_WINDOW && rc_cwnd(qp) == UROCE_LOSS_WINDOW,
+	      "1%% resent: the cap %u (rc_cwnd %u), not UROCE_LOSS_WINDOW", pkts(qp), rc_cwnd(qp));
+	qp->sk->loss_frac = UROCE_CLEAN_LOSS - 1;
+	for (int i = 0; i < 64; i++)
+		uroce_cc_acked(qp, 1024);
+	CHECK(pkts(qp) > UROCE_LOSS_WINDOW && pkts(qp) <= 1024,
+	      "under UROCE_CLEAN_LOSS resent: the window stayed at %u", pkts(qp));
+	qp->sk->loss_frac_on = false;
+	qp->sk->loss_frac = 0;
+	/* MTU 4096: at most UROCE_WINDOW_BYTES in flight (256 packets); the
+	 * environment's UROCE_WINDOW (uroce_window_bytes 0) counts packets,
+	 * within the endpoint's budget (4 MiB / 4,224: 496) */
+	qp->mtu = 4096;
+	CHECK(rc_window(qp) == UROCE_WINDOW_BYTES / 4096 &&
+		  rc_cwnd(qp) == UROCE_WINDOW_BYTES / 4096,
+	      "MTU 4096: rc_window %u, rc_cwnd %u", rc_window(qp), rc_cwnd(qp));
+	uroce_window_bytes = 0;
+	CHECK(rc_window(qp) == rc_ep_budget(qp) && rc_ep_budget(qp) == 496,
+	      "MTU 4096, UROCE_WINDOW=1024: rc_window %u (budget %u)", rc_window(qp),
+	      rc_ep_budget(qp));
+	uroce_window_bytes = UROCE_WINDOW_BYTES;
+	qp->mtu = 1024;
+	/* a peer whose responses did not show selective repeat (IBTA
+	 * go-back-N), or no selective repeat here: UROCE_GBN_WINDOW */
+	qp->sk->peer_resp = false;
+	CHECK(rc_cwnd(qp) == UROCE_GBN_WINDOW && rc_window(qp) == 1024,
+	      "a go-back-N peer under a 1,024-packet window: rc_cwnd %u, rc_window %u", rc_cwnd(qp),
+	      rc_window(qp));
+	{
+		struct uroce_sack *sk = qp->sk;
+
+		qp->sk = NULL;
+		CHECK(rc_cwnd(qp) == UROCE_GBN_WINDOW, "no selective repeat: rc_cwnd %u",
+		      rc_cwnd(qp));
+		qp->sk = sk;
+	}
+	uroce_window = saved;
+	qp->sk->loss_wmax = w;
 	qp->sk->peer_resp = false;
 	qp->ep = NULL;
 

@@ -19,7 +19,8 @@
  *     grows per round trip, twice as far at half the round trip;
  *   - a loss with a long queue: x0.7, once per recovery episode; fast
  *     convergence below the last W_max; the undo restores the epoch;
- *   - a loss in delay mode stays x0.87; the cap (UROCE_WINDOW) holds.
+ *   - a loss in delay mode stays x0.87; loss mode's cap (loss_wmax,
+ *     UROCE_LOSS_WINDOW) holds.
  */
 #include <stdlib.h>
 
@@ -240,12 +241,13 @@ int main(void)
 	      "undo: window %.1f, W_max %.1f (was %.1f), epoch moved", pkts(qp), qp->sk->cubic_wmax,
 	      t1);
 
-	/* the cap: UROCE_WINDOW */
-	qp->sk->cwnd = (UROCE_WINDOW - 1) << 10;
+	/* the cap: loss mode's, UROCE_LOSS_WINDOW */
+	CHECK(qp->sk->loss_wmax == UROCE_LOSS_WINDOW, "loss mode's cap: %u", qp->sk->loss_wmax);
+	qp->sk->cwnd = (qp->sk->loss_wmax - 1) << 10;
 	at(qp, 5000 * MS);
 	for (int i = 0; i < 10; i++)
-		uroce_cc_acked(qp, UROCE_WINDOW);
-	CHECK(pkts(qp) == UROCE_WINDOW, "cubic past the cap: %.1f", pkts(qp));
+		uroce_cc_acked(qp, qp->sk->loss_wmax);
+	CHECK(pkts(qp) == qp->sk->loss_wmax, "cubic past the cap: %.1f", pkts(qp));
 
 	/* delay mode keeps its x0.87 */
 	qp->sk->loss_mode = false;
