@@ -236,7 +236,21 @@ static int grace_look(struct uroce_ctx *ctx, uint64_t now)
 }
 
 /* An application thread polls an empty CQ (src/verbs/cq.c).  A stamp
- * ahead of now (uroce_app_yields, the ACK wait) is a poll now, not a gap. */
+ * ahead of now (uroce_app_yields, the ACK wait) is a poll now, not a gap.
+ *
+ * A poll finds the thread asleep on the sockets (its deep sleep, begun
+ * while nothing polled: before the application's first poll - a post's
+ * timer woke it, and it went back to sleep - or after a pause): it is
+ * woken, once, through the eventfd, and then keeps out of the poller's
+ * way (app_polling).  Left asleep there, it slept until its next timer
+ * (the first retransmission probe, 3 ms) while every packet for the
+ * poller woke it in the sender's system call - a wake-up in the
+ * sendto that delivers each READ response, found empty by the time the
+ * thread ran: ib_read_lat's responses took 15.7 us to send instead of 4.2
+ * for the first 100-250 READs of a run, 13-16 us a READ against 8-11
+ * (docs/latency.md, "Session 18").  UROCE_POLL_WAKE=0: left asleep. */
+static int poll_wake_mode = -1;
+
 void uroce_app_active(struct uroce_ctx *ctx, uint64_t now)
 {
 	uint64_t last = atomic_load_explicit(&ctx->app_poll_ns, memory_order_relaxed);
@@ -246,6 +260,12 @@ void uroce_app_active(struct uroce_ctx *ctx, uint64_t now)
 	atomic_store_explicit(&ctx->app_poll_ns, now, memory_order_relaxed);
 	if (atomic_load_explicit(&ctx->app_done, memory_order_relaxed))
 		atomic_store_explicit(&ctx->app_done, false, memory_order_relaxed);
+	if (atomic_load_explicit(&ctx->prog_deep, memory_order_relaxed) &&
+	    uroce_env_on("UROCE_POLL_WAKE", &poll_wake_mode) &&
+	    atomic_exchange(&ctx->prog_deep, false)) {
+		uroce_count(ctx, prog_poll_wakes, 1);
+		uroce_progress_wake(ctx);
+	}
 }
 
 /* An application thread posts work: it will poll for its completion, so

@@ -128,7 +128,9 @@
 	X(prog_grace_looks, "progress_grace_looks",                                                \
 	  "progress thread: data found in the sockets after a poller's 200 us pause")              \
 	X(prog_grace_waits, "progress_grace_waits",                                                \
-	  "progress thread: waits out of a polling application's way (each ends in a wake-up)")
+	  "progress thread: waits out of a polling application's way (each ends in a wake-up)")    \
+	X(prog_poll_wakes, "progress_poll_wakes",                                                  \
+	  "progress thread: woken from its sleep on the sockets by an application's poll")
 
 #define UROCE_DEV_COUNTERS(X)                                                                      \
 	UROCE_COMMON_COUNTERS(X) UROCE_DEV_ONLY_COUNTERS(X) UROCE_PROG_COUNTERS(X)
