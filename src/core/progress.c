@@ -549,6 +549,7 @@ static void *progress_main(void *arg)
 	struct epoll_event ev[16];
 	struct spin_learn learn = {0};
 
+	uroce_progress_slice(ctx); /* a short time slice: UROCE_SLICE_US (sched.c) */
 	while (!atomic_load(&ctx->stop)) {
 		uint64_t t = atomic_load(&ctx->timer_ns), now = uroce_now_ns(), grace;
 		int timeout = -1, n, got = 0;
