@@ -1,4 +1,5 @@
-/* The progress thread's time slice (docs/design.md, "Threads").
+/* The progress thread's time slice (docs/design.md, "The progress thread's
+ * time slice").
  *
  * Linux's EEVDF scheduler (6.6) gives each runnable thread a virtual
  * deadline one time slice after its eligible time and runs the earliest;
@@ -14,15 +15,21 @@
  * that thread waits to run after it became runnable (docs/selective-repeat.md,
  * "Session 17", "Session 18").
  *
- * UROCE_SLICE_US (microseconds; 0 = leave the thread's slice alone).  An
- * older kernel ignores the field (sched_getattr then reads back another
- * value) or refuses it: nothing changes, one trace line says so.  A thread
- * with a real-time or deadline policy, or SCHED_IDLE, is left alone: the
- * slice is a fair-class hint.
+ * Only while the context's flows are paced (a pacing or reordering wake-up
+ * served in the last second, uroce_progress_slice_paced): a stream that is
+ * not (loopback ib_write_bw beside a busy loop) lost 10-25% with the short
+ * slice for the thread's whole life.
+ *
+ * UROCE_SLICE_US (microseconds, default 100; 0 = leave the thread's slice
+ * alone); UROCE_SLICE_ALWAYS=1: from the thread's start on.  An older kernel ignores the field
+ * (sched_getattr then reads back another value) or refuses it: nothing changes, one trace line says
+ * so.  A thread with a real-time or deadline policy, or SCHED_IDLE, is left alone: the slice is a
+ * fair-class hint.
  */
 #include <errno.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -86,25 +93,70 @@ int uroce_sched_slice_set(pid_t tid, uint64_t ns)
 uint64_t uroce_progress_slice_ns(void)
 {
 	static uint64_t us = UINT64_MAX;
+	uint64_t ns = uroce_env_num("UROCE_SLICE_US", UROCE_SLICE_US_DEFAULT, &us) * 1000;
 
-	return uroce_env_num("UROCE_SLICE_US", UROCE_SLICE_US_DEFAULT, &us) * 1000;
+	if (!ns)
+		return 0;
+	return ns > 100000000ull ? 100000000ull : ns < 100000ull ? 100000ull : ns;
+}
+
+/* UROCE_SLICE_ALWAYS=1: the short slice for the thread's whole life, not
+ * only while paced (measurements: it costs a loopback stream under load). */
+static bool slice_always(void)
+{
+	static int always = -1;
+
+	if (always < 0) {
+		const char *e = getenv("UROCE_SLICE_ALWAYS");
+
+		always = e && *e && strcmp(e, "0") != 0;
+	}
+	return always;
+}
+
+/* The progress thread's state (one thread per context: thread-local). */
+static _Thread_local bool slice_short;
+static _Thread_local uint64_t slice_paced_ns;
+
+static void slice_to(bool on)
+{
+	uint64_t ns = on ? uroce_progress_slice_ns() : 0;
+	int err = uroce_sched_slice_set(0, ns);
+
+	if (err)
+		ur_trace("progress thread: no %llu us slice (%s)", (unsigned long long)(ns / 1000),
+			 strerror(err));
+	slice_short = on && !err;
 }
 
 /* Called by the progress thread when it starts. */
 void uroce_progress_slice(struct uroce_ctx *ctx)
 {
-	uint64_t ns = uroce_progress_slice_ns();
-	int err;
-
 	atomic_store(&ctx->prog_tid, (pid_t)syscall(SYS_gettid));
-	if (!ns)
-		return;
-	if (ns > 100000000ull)
-		ns = 100000000ull;
-	if (ns < 100000ull)
-		ns = 100000ull;
-	err = uroce_sched_slice_set(0, ns);
-	if (err)
-		ur_trace("progress thread: no %llu us slice (%s)", (unsigned long long)(ns / 1000),
-			 strerror(err));
+	slice_short = false;
+	if (uroce_progress_slice_ns() && slice_always())
+		slice_to(true);
+}
+
+/* The thread served a pacing (or reordering) wake-up of a QP at now: a
+ * flow that shares a bottleneck, whose schedule is only as good as this
+ * thread's wake-ups.  The short slice until none has come for
+ * UROCE_SLICE_HOLD_NS.  Only then: a stream that is not paced (loopback
+ * ib_write_bw, 2 GB/s) lost 10-25% with the short slice beside a busy
+ * loop - its threads preempting each other per batch. */
+#define UROCE_SLICE_HOLD_NS 1000000000ull
+
+void uroce_progress_slice_paced(uint64_t now)
+{
+	slice_paced_ns = now;
+	if (!slice_short && uroce_progress_slice_ns())
+		slice_to(true);
+}
+
+/* The loop's check, at now: back to the kernel's slice once the pacing
+ * wake-ups have stopped. */
+void uroce_progress_slice_idle(uint64_t now)
+{
+	if (slice_short && !slice_always() && now - slice_paced_ns > UROCE_SLICE_HOLD_NS)
+		slice_to(false);
 }

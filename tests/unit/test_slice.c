@@ -3,11 +3,14 @@
  *     sched_getattr reads back, and 0 gives it the kernel's default again;
  *   - it keeps the thread's nice value (a nice-5 thread stays nice 5) and
  *     leaves a SCHED_IDLE thread alone (EPERM, still SCHED_IDLE);
- *   - with UROCE_SLICE_US=250 the progress thread of a context with a QP
- *     runs with a 250 us slice;
- *   - with UROCE_SLICE_US=0 (a second run of this program: the knob is read
- *     once per process) it keeps the kernel's default;
- *   - unset, it runs with the library's default (UROCE_SLICE_US_DEFAULT).
+ *   - with UROCE_SLICE_US=250 and UROCE_SLICE_ALWAYS=1 the progress thread
+ *     of a context with a QP runs with a 250 us slice;
+ *   - the paced rule (the calling thread standing in for the progress
+ *     thread): a pacing wake-up gives it the slice, a second without one
+ *     the kernel's default again, UROCE_SLICE_ALWAYS=1 keeps it;
+ *   - with UROCE_SLICE_US=0 (a second run of this program: the knobs are
+ *     read once per process) the progress thread keeps the kernel's default,
+ *     and so does it by default while nothing is paced.
  * On a kernel without custom slices (before Linux 6.12) the setter says
  * EOPNOTSUPP and the progress thread keeps whatever the kernel gives it:
  * the test checks that and skips the rest.
@@ -81,14 +84,23 @@ static int pair_up(void)
  * is the kernel's default slice. */
 static int run_again(bool off, uint64_t dflt)
 {
-	uint64_t want = off ? 0 : uroce_progress_slice_ns();
+	uint64_t now = uroce_now_ns();
 
-	if (!want)
-		want = dflt;
 	if (pair_up())
 		return 1;
-	CHECK(progress_slice(H.s[1].ctx) == want, "UROCE_SLICE_US %s: %llu ns", off ? "0" : "unset",
-	      (unsigned long long)want);
+	CHECK(progress_slice(H.s[1].ctx) == dflt, "UROCE_SLICE_US %s: the kernel's %llu ns",
+	      off ? "0" : "unset", (unsigned long long)dflt);
+	/* a pacing wake-up: the slice (the default knob), or none when off */
+	uroce_progress_slice_paced(now);
+	if (off)
+		CHECK(uroce_sched_slice_get(0) == dflt, "off: paced, still the default");
+	else
+		CHECK(uroce_progress_slice_ns() &&
+			  uroce_sched_slice_get(0) == uroce_progress_slice_ns(),
+		      "paced: the default knob's slice %llu",
+		      (unsigned long long)uroce_progress_slice_ns());
+	uroce_progress_slice_idle(now + 2000000000ull);
+	CHECK(uroce_sched_slice_get(0) == dflt, "a second later: the kernel's again");
 	harness_close(&H);
 	return finish(off ? "test_slice (UROCE_SLICE_US=0)" : "test_slice (the default)");
 }
@@ -139,8 +151,9 @@ int main(int argc, char **argv)
 		CHECK(res[1] == SCHED_IDLE, "still SCHED_IDLE: %d", res[1]);
 	}
 
-	/* the knob: the progress thread of a context with a QP */
+	/* the knobs: the progress thread of a context with a QP */
 	setenv("UROCE_SLICE_US", "250", 1);
+	setenv("UROCE_SLICE_ALWAYS", "1", 1);
 	if (pair_up())
 		return 1;
 	CHECK(uroce_progress_slice_ns() == 250000, "knob read: %llu",
@@ -149,6 +162,13 @@ int main(int argc, char **argv)
 	CHECK(progress_slice(H.s[1].ctx) == 250000, "and the other context's");
 	CHECK(uroce_sched_slice_get(0) == dflt, "the application's thread untouched");
 	harness_close(&H);
+	/* always: a second without pacing keeps it */
+	uroce_progress_slice_paced(uroce_now_ns());
+	CHECK(uroce_sched_slice_get(0) == 250000, "paced: 250 us");
+	uroce_progress_slice_idle(uroce_now_ns() + 2000000000ull);
+	CHECK(uroce_sched_slice_get(0) == 250000, "UROCE_SLICE_ALWAYS: kept");
+	CHECK(!uroce_sched_slice_set(0, 0), "back to the default");
+	unsetenv("UROCE_SLICE_ALWAYS");
 
 	/* UROCE_SLICE_US=0 and unset: fresh processes (the knob is read once) */
 	for (int run = 0; run < 2; run++) {
