@@ -115,7 +115,7 @@ static bool slice_always(void)
 }
 
 /* The progress thread's state (one thread per context: thread-local). */
-static _Thread_local bool slice_short;
+static _Thread_local bool slice_short, slice_refused;
 static _Thread_local uint64_t slice_paced_ns;
 
 static void slice_to(bool on)
@@ -123,9 +123,13 @@ static void slice_to(bool on)
 	uint64_t ns = on ? uroce_progress_slice_ns() : 0;
 	int err = uroce_sched_slice_set(0, ns);
 
-	if (err)
+	/* refused once (an older kernel, a seccomp filter): never asked
+	 * again, not once per pacing wake-up */
+	if (err) {
 		ur_trace("progress thread: no %llu us slice (%s)", (unsigned long long)(ns / 1000),
 			 strerror(err));
+		slice_refused = true;
+	}
 	slice_short = on && !err;
 }
 
@@ -133,7 +137,7 @@ static void slice_to(bool on)
 void uroce_progress_slice(struct uroce_ctx *ctx)
 {
 	atomic_store(&ctx->prog_tid, (pid_t)syscall(SYS_gettid));
-	slice_short = false;
+	slice_short = slice_refused = false;
 	if (uroce_progress_slice_ns() && slice_always())
 		slice_to(true);
 }
@@ -149,7 +153,7 @@ void uroce_progress_slice(struct uroce_ctx *ctx)
 void uroce_progress_slice_paced(uint64_t now)
 {
 	slice_paced_ns = now;
-	if (!slice_short && uroce_progress_slice_ns())
+	if (!slice_short && !slice_refused && uroce_progress_slice_ns())
 		slice_to(true);
 }
 

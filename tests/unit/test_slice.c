@@ -71,6 +71,30 @@ static void *idle_thread(void *arg)
 	return NULL;
 }
 
+/* A thread the kernel refuses the slice (SCHED_IDLE stands in for an old
+ * kernel or a seccomp filter) does not ask again on the next pacing
+ * wake-up, even once it could: res[0] the policy switch worked, res[1] the
+ * slice after the first wake-up, res[2] after the second (us). */
+static void *refused_thread(void *arg)
+{
+	struct sched_param sp = {0};
+	int *res = arg;
+
+	if (sched_setscheduler(0, SCHED_IDLE, &sp)) {
+		res[0] = -1;
+		return NULL;
+	}
+	uroce_progress_slice_paced(uroce_now_ns());
+	res[1] = (int)(uroce_sched_slice_get(0) / 1000);
+	if (sched_setscheduler(0, SCHED_OTHER, &sp)) { /* needs RLIMIT_NICE or root */
+		res[0] = -1;
+		return NULL;
+	}
+	uroce_progress_slice_paced(uroce_now_ns());
+	res[2] = (int)(uroce_sched_slice_get(0) / 1000);
+	return NULL;
+}
+
 static int pair_up(void)
 {
 	if (harness_open(&H) || pair_create(&H, (H.o = default_opts(IBV_MTU_1024), &H.o))) {
@@ -124,6 +148,7 @@ int main(int argc, char **argv)
 	if (err == EOPNOTSUPP) {
 		printf("  no custom slices on this kernel (before Linux 6.12): skipped\n");
 		setenv("UROCE_SLICE_US", "250", 1);
+		setenv("UROCE_SLICE_ALWAYS", "1", 1);
 		if (pair_up())
 			return 1;
 		CHECK(progress_slice(H.s[1].ctx) != 250000, "no 250 us slice either");
@@ -169,6 +194,15 @@ int main(int argc, char **argv)
 	CHECK(uroce_sched_slice_get(0) == 250000, "UROCE_SLICE_ALWAYS: kept");
 	CHECK(!uroce_sched_slice_set(0, 0), "back to the default");
 	unsetenv("UROCE_SLICE_ALWAYS");
+	memset(res, 0, sizeof(res));
+	CHECK(!pthread_create(&t, NULL, refused_thread, res) && !pthread_join(t, NULL), "thread");
+	if (res[0] != -1) {
+		CHECK(res[1] != 250, "SCHED_IDLE: no slice (%d us)", res[1]);
+		CHECK(res[2] == (int)(dflt / 1000), "refused once: not asked again (%d us)",
+		      res[2]);
+	} else {
+		printf("  cannot leave SCHED_IDLE here: the refusal's memory not checked\n");
+	}
 
 	/* UROCE_SLICE_US=0 and unset: fresh processes (the knob is read once) */
 	for (int run = 0; run < 2; run++) {
