@@ -45,6 +45,7 @@ void uroce_progress_wake(struct uroce_ctx *ctx)
 static uint64_t run_timers(struct uroce_ctx *ctx)
 {
 	uint64_t now = uroce_now_ns(), next = 0;
+	bool paced = false;
 
 	pthread_mutex_lock(&ctx->lock);
 	atomic_store(&ctx->timer_ns, 0);
@@ -53,6 +54,8 @@ static uint64_t run_timers(struct uroce_ctx *ctx)
 		uint64_t d;
 
 		pthread_mutex_lock(&qp->lock);
+		if (qp->req.wake_ns && qp->req.wake_ns <= now)
+			paced = true; /* (sched.c: the thread's slice) */
 		uroce_req_timer(qp, now);
 		d = qp->req.deadline_ns;
 		if (qp->req.rnr_until_ns && (!d || qp->req.rnr_until_ns < d))
@@ -75,6 +78,8 @@ static uint64_t run_timers(struct uroce_ctx *ctx)
 			break;
 	}
 	pthread_mutex_unlock(&ctx->lock);
+	if (paced)
+		uroce_progress_slice_paced(now);
 	return atomic_load(&ctx->timer_ns);
 }
 
@@ -569,11 +574,13 @@ static void *progress_main(void *arg)
 	struct epoll_event ev[16];
 	struct spin_learn learn = {0};
 
+	uroce_progress_slice(ctx); /* a short time slice: UROCE_SLICE_US (sched.c) */
 	while (!atomic_load(&ctx->stop)) {
 		uint64_t t = atomic_load(&ctx->timer_ns), now = uroce_now_ns(), grace;
 		int timeout = -1, n, got = 0;
 		bool busy = false, look;
 
+		uroce_progress_slice_idle(now);
 		if (t) {
 			if (t <= now) {
 				t = run_timers(ctx);

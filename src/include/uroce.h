@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include "uroce_export.h"
@@ -180,6 +181,7 @@ struct uroce_ctx {
 	int epfd;
 	int wake_fd; /* eventfd: wakes the progress thread */
 	pthread_t thread;
+	_Atomic pid_t prog_tid; /* the thread's kernel id, once it runs (sched.c) */
 	bool thread_running;
 	atomic_bool stop;
 	atomic_ullong timer_ns;	   /* earliest armed QP timer, 0 = none */
@@ -831,6 +833,19 @@ bool uroce_thread_part(void);
 /* The progress thread parts from a UDP requester on its CPU (spin's
  * guess), unless a yield ran a neighbour for a time slice since hog_ns. */
 bool uroce_progress_part(struct uroce_ctx *ctx, uint64_t hog_ns);
+
+/* Time slices (src/core/sched.c): a thread's EEVDF slice (sched_runtime
+ * of a SCHED_OTHER/BATCH thread, Linux 6.12+; tid 0 = the caller), 0 or an
+ * errno (EOPNOTSUPP: the kernel ignored it).  The progress thread's short
+ * slice (UROCE_SLICE_US, 0: never): it records its id as it starts
+ * (uroce_progress_slice), takes the slice when it serves a pacing wake-up
+ * (_paced) and gives it back a second after the last (_idle). */
+uint64_t uroce_sched_slice_get(pid_t tid);
+int uroce_sched_slice_set(pid_t tid, uint64_t ns);
+uint64_t uroce_progress_slice_ns(void);
+void uroce_progress_slice(struct uroce_ctx *ctx);
+void uroce_progress_slice_paced(uint64_t now);
+void uroce_progress_slice_idle(uint64_t now);
 
 /* transport: called with qp->lock held */
 void uroce_req_progress(struct uroce_qp *qp);
