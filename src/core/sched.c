@@ -29,7 +29,6 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -104,14 +103,9 @@ uint64_t uroce_progress_slice_ns(void)
  * only while paced (measurements: it costs a loopback stream under load). */
 static bool slice_always(void)
 {
-	static int always = -1;
+	static uint64_t always = UINT64_MAX;
 
-	if (always < 0) {
-		const char *e = getenv("UROCE_SLICE_ALWAYS");
-
-		always = e && *e && strcmp(e, "0") != 0;
-	}
-	return always;
+	return uroce_env_num("UROCE_SLICE_ALWAYS", 0, &always) != 0;
 }
 
 /* The progress thread's state (one thread per context: thread-local). */

@@ -136,7 +136,6 @@ struct uroce_ep {
 	bool gso;
 	uint32_t rcvbuf;	   /* SO_RCVBUF as granted: bounds the RC send window */
 	atomic_int tx_inflight;	   /* packets its RC QPs have in flight (rc.h) */
-	atomic_int tx_active;	   /* RC QPs with packets in flight (rc.h rc_ep_share) */
 	atomic_uint rx_batches;	   /* recvmmsg calls that returned packets: a probe
 				      waits while the endpoint hears anything (req.c) */
 	atomic_ullong probe_owner; /* rx_batches << 32 | 1 << 31 | QPN of the one

@@ -53,37 +53,6 @@ static inline uint32_t rc_ep_budget(const struct uroce_qp *qp)
 	return b < 8 ? 8 : b;
 }
 
-/* The share of one QP among the endpoint's senders (session 18, a bench
- * knob, off by default: docs/design.md "8 QPs on one endpoint"): with
- * UROCE_EP_WINDOW_BYTES set (the environment, read at the first RTR) the
- * QPs with packets in flight split that many bytes of packets evenly, each
- * at least UROCE_EP_SHARE_MIN packets (the AckReq spacing); a QP alone
- * keeps its whole window.  Eight QPs with a 1 MiB window each put up to
- * 8 MiB in flight through one socket, and each QP's delay law (cc.c)
- * measured the queue its siblings built: 150-390 decreases per QP in 3 s,
- * now and then loss mode entered and paced on that delay alone.  With
- * 2 MiB shared, 1-35 decreases and no loss mode - but the bandwidth of
- * -q 8 did not move beyond the machine's noise (0.99x median over 19
- * pairs, 0.56-1.55x) and -q 1024 was lower in all 5 pairs (0.90x and
- * 0.94x in clean holds), so it stays off.  A shared cap without the split
- * was taken by the QPs whose ACKs came first: two QPs kept 250 packets in
- * flight and six 1.7. */
-#define UROCE_EP_SHARE_MIN 64u
-extern uint32_t uroce_ep_window_bytes;
-
-static inline uint32_t rc_ep_share(const struct uroce_qp *qp)
-{
-	uint32_t n, cap;
-
-	if (!uroce_ep_window_bytes || !qp->ep)
-		return UINT32_MAX;
-	/* the QPs in flight, this one included (its count may not be in yet) */
-	n = (uint32_t)atomic_load_explicit(&qp->ep->tx_active, memory_order_relaxed) +
-	    (qp->req.counted ? 0u : 1u);
-	cap = uroce_ep_window_bytes / (qp->mtu + 128) / (n ? n : 1);
-	return cap < UROCE_EP_SHARE_MIN ? UROCE_EP_SHARE_MIN : cap;
-}
-
 /* Packets in flight per QP: the endpoint's budget, at most uroce_window,
  * so a window does not overrun the receiver and turn into retransmissions. */
 static inline uint32_t rc_window(const struct uroce_qp *qp)
@@ -118,8 +87,7 @@ static inline bool rc_may_send(const struct uroce_qp *qp, uint32_t n)
 		return true;
 	if (qp->req.inflight + n > UR_SACK_WIN)
 		return false; /* more than a responder can hold and describe */
-	return rc_pipe(qp) + n <= rc_cwnd(qp) && rc_pipe(qp) + n <= rc_ep_share(qp) &&
-	       rc_ep_inflight(qp) + n <= rc_ep_budget(qp);
+	return rc_pipe(qp) + n <= rc_cwnd(qp) && rc_ep_inflight(qp) + n <= rc_ep_budget(qp);
 }
 
 /* Bring ep->tx_inflight up to date after qp->req.inflight changed (qp->lock
@@ -131,10 +99,6 @@ static inline void rc_sync_inflight(struct uroce_qp *qp)
 	if (!d || !qp->ep)
 		return;
 	atomic_fetch_add_explicit(&qp->ep->tx_inflight, d, memory_order_relaxed);
-	if (uroce_ep_window_bytes &&
-	    !qp->req.counted != !qp->req.inflight) /* a sender more or less */
-		atomic_fetch_add_explicit(&qp->ep->tx_active, qp->req.inflight ? 1 : -1,
-					  memory_order_relaxed);
 	qp->req.counted = qp->req.inflight;
 }
 

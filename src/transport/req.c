@@ -18,7 +18,6 @@ enum req_result { REQ_SENT, REQ_BLOCKED, REQ_DONE_WQE, REQ_ERROR };
 static const char *const req_result_name[] = {"sent", "blocked", "wqe-done", "error"};
 
 uint32_t uroce_window = UROCE_WINDOW, uroce_window_bytes = UROCE_WINDOW_BYTES;
-uint32_t uroce_ep_window_bytes; /* UROCE_EP_WINDOW_BYTES (rc.h rc_ep_share): 0, off */
 
 /* UROCE_WINDOW (packets, 16 to UR_SACK_WIN), read at the first RTR. */
 static void window_env(void)
@@ -28,9 +27,6 @@ static void window_env(void)
 
 	if (atomic_load_explicit(&done, memory_order_acquire))
 		return;
-	e = getenv("UROCE_EP_WINDOW_BYTES");
-	if (e)
-		uroce_ep_window_bytes = (uint32_t)strtoul(e, NULL, 0);
 	e = getenv("UROCE_WINDOW");
 	if (e && atoi(e) >= 16) {
 		uroce_window = (uint32_t)atoi(e) > UR_SACK_WIN ? UR_SACK_WIN : (uint32_t)atoi(e);
@@ -317,10 +313,7 @@ static bool sends_behind(struct uroce_qp *qp)
  * UROCE_ACKREQ_EVERY packets instead of once per message. */
 static bool ack_wanted(struct uroce_qp *qp, bool last)
 {
-	uint32_t w = rc_peer_window(qp), b = rc_ep_budget(qp), f = rc_ep_share(qp);
-
-	if (f < w)
-		w = f; /* three quarters of the QP's share among the endpoint's */
+	uint32_t w = rc_peer_window(qp), b = rc_ep_budget(qp);
 
 	if ((last && !sends_behind(qp)) || ur_psn_diff(qp->req.psn, qp->req.max_psn) < 0)
 		return true; /* (and every packet sent again after a go-back) */

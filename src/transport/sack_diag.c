@@ -98,8 +98,7 @@ void uroce_sd_blocked(struct uroce_qp *qp)
 		why = UR_SD_WIN;
 	else if (qp->req.inflight && rc_pipe(qp) + n > rc_cwnd(qp))
 		why = UR_SD_CWND;
-	else if (qp->req.inflight &&
-		 (rc_ep_inflight(qp) + n > rc_ep_budget(qp) || rc_pipe(qp) + n > rc_ep_share(qp)))
+	else if (qp->req.inflight && rc_ep_inflight(qp) + n > rc_ep_budget(qp))
 		why = UR_SD_EP;
 	else if (swqe_is_rd(swqe(qp, qp->sq.req)) && qp->req.rd_inflight >= max_rd)
 		why = UR_SD_RD;

@@ -365,65 +365,6 @@ int main(void)
 	      "MTU 4096, UROCE_WINDOW=1024: rc_window %u (budget %u)", rc_window(qp),
 	      rc_ep_budget(qp));
 	uroce_window_bytes = UROCE_WINDOW_BYTES;
-	/* UROCE_EP_WINDOW_BYTES=2097152 (496 packets at MTU 4096): the
-	 * endpoint's senders share it - alone a QP keeps its window; one of
-	 * eight gets 496 / 8 = 62, raised to UROCE_EP_SHARE_MIN (64), whatever
-	 * its congestion window; rc_sync_inflight counts the senders.  Off
-	 * (the default), nothing is shared. */
-	CHECK(!uroce_ep_window_bytes && rc_ep_share(qp) == UINT32_MAX,
-	      "UROCE_EP_WINDOW_BYTES on by default (%u)", uroce_ep_window_bytes);
-	uroce_ep_window_bytes = 2u << 20;
-	{
-		uint32_t cw = qp->sk->cwnd;
-		bool pr = qp->sk->peer_resp;
-
-		qp->sk->cwnd = 1000 << 10;
-		qp->sk->peer_resp = true;
-		qp->sk->nsacked = qp->sk->nplaced = 0;
-		ep.rcvbuf = 64u << 20; /* the budget out of the way */
-		atomic_store(&ep.tx_inflight, 0);
-		atomic_store(&ep.tx_active, 0);
-		qp->req.inflight = qp->req.counted = 0;
-		qp->req.inflight = 100;
-		CHECK(rc_ep_share(qp) == 496 && rc_may_send(qp, 1),
-		      "a sender alone: share %u (496), 100 in flight blocked", rc_ep_share(qp));
-		rc_sync_inflight(qp);
-		CHECK(atomic_load(&ep.tx_active) == 1 && atomic_load(&ep.tx_inflight) == 100,
-		      "one sender: tx_active %d, tx_inflight %d", atomic_load(&ep.tx_active),
-		      atomic_load(&ep.tx_inflight));
-		qp->req.inflight = 120;
-		rc_sync_inflight(qp);
-		CHECK(atomic_load(&ep.tx_active) == 1 && atomic_load(&ep.tx_inflight) == 120,
-		      "more in flight, still one sender: tx_active %d", atomic_load(&ep.tx_active));
-		atomic_fetch_add(&ep.tx_active, 7); /* seven siblings in flight */
-		CHECK(rc_ep_share(qp) == UROCE_EP_SHARE_MIN, "one of eight: share %u, not %u",
-		      rc_ep_share(qp), UROCE_EP_SHARE_MIN);
-		CHECK(!rc_may_send(qp, 1), "one of eight with 120 in flight may send");
-		qp->req.inflight = qp->req.counted = UROCE_EP_SHARE_MIN - 1;
-		CHECK(rc_may_send(qp, 1) && !rc_may_send(qp, 2),
-		      "one of eight at %u in flight: not exactly one more packet",
-		      UROCE_EP_SHARE_MIN - 1);
-		atomic_store(&ep.tx_active, 2);
-		CHECK(rc_ep_share(qp) == 248 && rc_may_send(qp, 100),
-		      "one of two: share %u, not 248", rc_ep_share(qp));
-		atomic_store(&ep.tx_active, 1);
-		qp->req.inflight = qp->req.counted = 120; /* as last synced */
-		qp->req.inflight = 0;
-		rc_sync_inflight(qp);
-		CHECK(atomic_load(&ep.tx_active) == 0 && atomic_load(&ep.tx_inflight) == 0,
-		      "nothing in flight: tx_active %d, tx_inflight %d", atomic_load(&ep.tx_active),
-		      atomic_load(&ep.tx_inflight));
-		atomic_store(&ep.tx_active, 8);
-		qp->req.inflight = qp->req.counted = 200;
-		uroce_ep_window_bytes = 0; /* off: no share */
-		CHECK(rc_may_send(qp, 1), "UROCE_EP_WINDOW_BYTES=0: one of eight blocked");
-		qp->req.inflight = qp->req.counted = 0;
-		atomic_store(&ep.tx_active, 0);
-		atomic_store(&ep.tx_inflight, 0);
-		ep.rcvbuf = 4u << 20;
-		qp->sk->cwnd = cw;
-		qp->sk->peer_resp = pr;
-	}
 	qp->mtu = 1024;
 	/* a peer whose responses did not show selective repeat (IBTA
 	 * go-back-N), or no selective repeat here: UROCE_GBN_WINDOW */
