@@ -153,6 +153,10 @@ static void test_no_lost_wakeup(void)
 
 /* The ring-level race: A's endpoint appends a 64-byte record per round. */
 #define RING_ROUNDS 100000
+/* ...or as many as run in RING_BUDGET_NS (a loaded machine; a quiet one
+ * runs them all in a few seconds), and at least RING_MIN_ROUNDS */
+#define RING_BUDGET_NS	(20ull * 1000000000)
+#define RING_MIN_ROUNDS 2000
 /* the appender's delay, 0..RING_SPIN loop turns: sweeps the record
  * across the raise (without the fence, ring_wake in src/net/shm.c, this
  * lost 2-14 wake-ups per run here) */
@@ -171,11 +175,26 @@ static void spin(int n)
 		;
 }
 
+/* The two threads of the ring race wait for each other by spinning: the
+ * other side answers within microseconds while both have a CPU.  On a
+ * loaded machine one of them may be descheduled (or both share a CPU), and
+ * a spin would then wait out whole time slices each round: after RACE_SPINS
+ * turns the waiter yields, which leaves the race itself (a few
+ * microseconds, both running) as it was. */
+#define RACE_SPINS 4096
+
+static void race_pause(unsigned *turns)
+{
+	if (++*turns % RACE_SPINS == 0)
+		sched_yield();
+}
+
 static void *append_rounds(void *arg)
 {
 	struct appender *ap = arg;
 	struct uroce_ep *ep = to_uctx(ap->p->a.ctx)->ep[0];
 	uint8_t pkt[64] = {0};
+	unsigned turns = 0;
 	int last = 0;
 
 	for (;;) {
@@ -183,8 +202,10 @@ static void *append_rounds(void *arg)
 
 		if (g < 0)
 			break;
-		if (g == last)
+		if (g == last) {
+			race_pause(&turns);
 			continue;
+		}
 		last = g;
 		spin((g * 13) % RING_SPIN);
 		if (!uroce_shm_xmit(ep, &ap->ip, pkt, sizeof(pkt), false))
@@ -213,7 +234,8 @@ static void test_ring_race(void)
 	struct uroce_ep *ea, *eb;
 	pthread_t th;
 	struct pair p;
-	int slept = 0, saw = 0, lost = 0, bad = 0;
+	int slept = 0, saw = 0, lost = 0, bad = 0, rounds = 0;
+	uint64_t end = uroce_now_ns() + RING_BUDGET_NS;
 
 	eb = race_open(&p);
 	ea = to_uctx(p.a.ctx)->ep[0];
@@ -221,15 +243,17 @@ static void test_ring_race(void)
 	ap.ip = (struct uroce_ipinfo){.family = AF_INET, .sport = ea->port, .dport = eb->port};
 	ap.ip.src.v4.s_addr = ap.ip.dst.v4.s_addr = htonl(0x7f000001);
 	CHECK(!pthread_create(&th, NULL, append_rounds, &ap), "appender thread");
-	for (int i = 1; i <= RING_ROUNDS && !bad; i++) {
+	for (int i = 1; i <= RING_ROUNDS && !bad && (i % 256 || uroce_now_ns() < end); i++) {
+		unsigned turns = 0;
 		int fd;
 
+		rounds = i;
 		ring_taken = 0;
 		atomic_store_explicit(&ap.go, i, memory_order_release);
 		spin((i * 7) % 61);
 		fd = uroce_shm_wait(eb, true);
 		while (atomic_load_explicit(&ap.done, memory_order_acquire) != i)
-			;
+			race_pause(&turns);
 		if (fd == -2) {
 			saw++;
 		} else if (fd >= 0) {
@@ -253,7 +277,8 @@ static void test_ring_race(void)
 	atomic_store(&ap.go, -1);
 	pthread_join(th, NULL);
 	printf("  ring race, %d rounds: %d found the bell rung, %d saw the record, %d lost\n",
-	       RING_ROUNDS, slept, saw, lost);
+	       rounds, slept, saw, lost);
+	CHECK(rounds >= RING_MIN_ROUNDS, "the race ran %d rounds in its time budget", rounds);
 	CHECK(!bad && !ap.failed, "every record went through the ring and was taken");
 	CHECK(lost == 0, "no lost wake-up at the ring: %d", lost);
 	CHECK(slept > 0 && saw > 0, "both sides won the race sometimes");
