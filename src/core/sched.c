@@ -158,3 +158,52 @@ void uroce_progress_slice_idle(uint64_t now)
 	if (slice_short && !slice_always() && now - slice_paced_ns > UROCE_SLICE_HOLD_NS)
 		slice_to(false);
 }
+
+/* The receiver's rule (docs/selective-repeat.md, "Session 19"): the
+ * thread that receives a paced flow serves no pacing wake-up - the sender
+ * paces - so the rule above never gave it the slice, yet under load it is
+ * the thread such a flow waits for most (session 18: runnable 3.7 s of 5,
+ * ran 1.0).  What it sees of such a flow is its rate: a flow sharing a
+ * 1 Gbit/s bottleneck arrives at 10-125 MB/s, a loopback stream (which the
+ * slice costs 10-25% beside a busy loop) at 1-4 GB/s.  So a look every
+ * UROCE_SLICE_RX_LOOK_NS at what the context received: data (packets of
+ * UROCE_SLICE_RX_MIN_PKT bytes on average, not a ping-pong's or a
+ * sender's ACKs) from UROCE_SLICE_RX_MIN_BPS to UROCE_SLICE_RX_MBS (MB/s,
+ * default 300; 0 = never) takes the slice as a pacing wake-up does, and
+ * it goes back a second after the last such look, as there.  (Selective
+ * ACKs, the first signal tried, come 50-70 a second next to TCP on a quiet
+ * machine but 2-10 on a loaded one: the flow is short of CPU there, not of
+ * window.) */
+#define UROCE_SLICE_RX_LOOK_NS 100000000ull
+#define UROCE_SLICE_RX_MBS     300
+#define UROCE_SLICE_RX_MIN_BPS 4000000ull
+#define UROCE_SLICE_RX_MIN_PKT 512u
+
+static _Thread_local uint64_t rx_look_ns, rx_look_bytes, rx_look_pkts;
+
+static uint64_t slice_rx_max(void)
+{
+	static uint64_t mbs = UINT64_MAX;
+
+	return uroce_env_num("UROCE_SLICE_RX_MBS", UROCE_SLICE_RX_MBS, &mbs) * 1000000ull;
+}
+
+void uroce_progress_slice_rx(struct uroce_ctx *ctx, uint64_t now)
+{
+	uint64_t b, p, span, bps, max;
+
+	if (now - rx_look_ns < UROCE_SLICE_RX_LOOK_NS || !ctx->cnt)
+		return;
+	b = atomic_load_explicit(&ctx->cnt->rx_bytes, memory_order_relaxed);
+	p = atomic_load_explicit(&ctx->cnt->rx_pkts, memory_order_relaxed);
+	span = now - rx_look_ns;
+	/* a look after a long sleep spans more than one: the rate counts */
+	bps = rx_look_ns && span ? (b - rx_look_bytes) * 1000000000ull / span : 0;
+	max = slice_rx_max();
+	if (max && bps >= UROCE_SLICE_RX_MIN_BPS && bps <= max &&
+	    b - rx_look_bytes >= (p - rx_look_pkts) * UROCE_SLICE_RX_MIN_PKT)
+		uroce_progress_slice_paced(now);
+	rx_look_ns = now;
+	rx_look_bytes = b;
+	rx_look_pkts = p;
+}
