@@ -580,7 +580,6 @@ static void *progress_main(void *arg)
 		int timeout = -1, n, got = 0;
 		bool busy = false, look;
 
-		uroce_progress_slice_rx(ctx, now);
 		uroce_progress_slice_idle(now);
 		if (t) {
 			if (t <= now) {

@@ -846,9 +846,6 @@ uint64_t uroce_progress_slice_ns(void);
 void uroce_progress_slice(struct uroce_ctx *ctx);
 void uroce_progress_slice_paced(uint64_t now);
 void uroce_progress_slice_idle(uint64_t now);
-/* The receiver's rule: the slice while the context receives at a rate a
- * shared bottleneck gives (1-300 MB/s, UROCE_SLICE_RX_MBS; ctx->cnt). */
-void uroce_progress_slice_rx(struct uroce_ctx *ctx, uint64_t now);
 
 /* transport: called with qp->lock held */
 void uroce_req_progress(struct uroce_qp *qp);

@@ -10,15 +10,7 @@
  *     the kernel's default again, UROCE_SLICE_ALWAYS=1 keeps it;
  *   - with UROCE_SLICE_US=0 (a second run of this program: the knobs are
  *     read once per process) the progress thread keeps the kernel's default,
- *     and so does it by default while nothing is paced;
- *   - the receiver's rule (session 19, the calling thread standing in): a
- *     look of 100 ms in which the context received 20 MB/s of 1 KB packets
- *     gives the slice, 0.5 MB/s, 1 GB/s, 20 MB/s of 60 B packets or a long
- *     sleep's 1.5 MB/s do not; a second
- *     without such a look, the default again; UROCE_SLICE_RX_MBS=0 (a
- *     fresh run) never;
- *   - and end to end: a WRITE stream of at most 32 MB/s gives the
- *     responder's progress thread the slice while it runs.
+ *     and so does it by default while nothing is paced.
  * On a kernel without custom slices (before Linux 6.12) the setter says
  * EOPNOTSUPP and the progress thread keeps whatever the kernel gives it:
  * the test checks that and skips the rest.
@@ -103,72 +95,6 @@ static void *refused_thread(void *arg)
 	return NULL;
 }
 
-static void rx_add(struct uroce_ctx *ctx, uint64_t bytes, uint64_t pkts)
-{
-	atomic_fetch_add(&ctx->cnt->rx_bytes, bytes);
-	atomic_fetch_add(&ctx->cnt->rx_pkts, pkts);
-}
-
-/* The receiver's rule on this thread, from now0 (the context's received
- * bytes counted by hand); on: the slice it takes (the default when off). */
-static void rx_rule(struct uroce_ctx *ctx, uint64_t now0, uint64_t dflt, uint64_t on)
-{
-	const uint64_t look = 100000000ull;
-
-	uroce_progress_slice_rx(ctx, now0); /* the first look: a baseline */
-	rx_add(ctx, 50000, 50000 / 1000);
-	uroce_progress_slice_rx(ctx, now0 + look);
-	CHECK(uroce_sched_slice_get(0) == dflt, "rx: 0.5 MB/s: the default");
-	rx_add(ctx, 2000000, 2000000 / 1000);
-	uroce_progress_slice_rx(ctx, now0 + look + look / 2);
-	CHECK(uroce_sched_slice_get(0) == dflt, "rx: not before the look is over");
-	uroce_progress_slice_rx(ctx, now0 + 2 * look);
-	CHECK(uroce_sched_slice_get(0) == on, "rx: 20 MB/s: %llu ns",
-	      (unsigned long long)uroce_sched_slice_get(0));
-	rx_add(ctx, 100000000, 100000000 / 1000);
-	uroce_progress_slice_rx(ctx, now0 + 3 * look);
-	uroce_progress_slice_idle(now0 + 3 * look);
-	CHECK(uroce_sched_slice_get(0) == on, "rx: kept within the second (1 GB/s after)");
-	uroce_progress_slice_idle(now0 + 2 * look + 1100000000ull);
-	CHECK(uroce_sched_slice_get(0) == dflt, "rx: a second without: the default again");
-	/* a stream: 1 GB/s */
-	rx_add(ctx, 100000000, 100000000 / 1000);
-	uroce_progress_slice_rx(ctx, now0 + 4 * look);
-	CHECK(uroce_sched_slice_get(0) == dflt, "rx: 1 GB/s: the default");
-	/* a ping-pong of small packets (or a sender's ACKs): 20 MB/s of 60 B */
-	rx_add(ctx, 2000000, 2000000 / 60);
-	uroce_progress_slice_rx(ctx, now0 + 5 * look);
-	CHECK(uroce_sched_slice_get(0) == dflt, "rx: 20 MB/s of 60 B packets: the default");
-	/* a look after a 2 s sleep with 3 MB: 1.5 MB/s */
-	rx_add(ctx, 3000000, 3000000 / 1000);
-	uroce_progress_slice_rx(ctx, now0 + 5 * look + 2000000000ull);
-	CHECK(uroce_sched_slice_get(0) == dflt, "rx: 3 MB over 2 s: the default");
-}
-
-/* A WRITE stream of at most 32 MB/s (64 KiB, then 2 ms asleep): the
- * responder's progress thread takes the slice (the receiver's rule, end to
- * end). */
-static void rx_stream(uint64_t dflt)
-{
-	struct uroce_ctx *b = to_uctx(H.s[1].ctx);
-	const struct xfer x = {IBV_WR_RDMA_WRITE, 65536, 1, 1, 0, false};
-	uint64_t t0 = now_ms(), got = 0;
-	pid_t tid;
-
-	progress_slice(H.s[1].ctx);
-	tid = atomic_load(&b->prog_tid);
-	for (int i = 0; now_ms() - t0 < 5000 && !got; i++) {
-		CHECK(do_xfer(&H, &x, (uint64_t)i + 1), "rx stream: WRITE %d", i);
-		usleep(2000);
-		if (tid > 0 && uroce_sched_slice_get(tid) == uroce_progress_slice_ns())
-			got = now_ms() - t0;
-	}
-	CHECK(got,
-	      "rx stream: the responder's progress thread took the slice (%llu ms in; "
-	      "the default %llu ns)",
-	      (unsigned long long)got, (unsigned long long)dflt);
-}
-
 static int pair_up(void)
 {
 	if (harness_open(&H) || pair_create(&H, (H.o = default_opts(IBV_MTU_1024), &H.o))) {
@@ -178,26 +104,14 @@ static int pair_up(void)
 	return 0;
 }
 
-/* The later runs: UROCE_SLICE_US=0 (argv[1] "off") or unset ("dflt"),
- * UROCE_SLICE_RX=0 ("rxoff"), a lossy stream ("rxstream"); dflt is the
- * kernel's default slice. */
-static int run_again(const char *mode, uint64_t dflt)
+/* The later runs: UROCE_SLICE_US=0 (argv[1] "off") or unset ("dflt"); dflt
+ * is the kernel's default slice. */
+static int run_again(bool off, uint64_t dflt)
 {
 	uint64_t now = uroce_now_ns();
-	bool off = !strcmp(mode, "off");
 
 	if (pair_up())
 		return 1;
-	if (!strcmp(mode, "rxoff")) { /* UROCE_SLICE_RX_MBS=0: the receiver's rule off */
-		rx_rule(to_uctx(H.s[1].ctx), now, dflt, dflt);
-		harness_close(&H);
-		return finish("test_slice (UROCE_SLICE_RX_MBS=0)");
-	}
-	if (!strcmp(mode, "rxstream")) {
-		rx_stream(dflt);
-		harness_close(&H);
-		return finish("test_slice (the receiver's rule, a paced stream)");
-	}
 	CHECK(progress_slice(H.s[1].ctx) == dflt, "UROCE_SLICE_US %s: the kernel's %llu ns",
 	      off ? "0" : "unset", (unsigned long long)dflt);
 	/* a pacing wake-up: the slice (the default knob), or none when off */
@@ -211,8 +125,6 @@ static int run_again(const char *mode, uint64_t dflt)
 		      (unsigned long long)uroce_progress_slice_ns());
 	uroce_progress_slice_idle(now + 2000000000ull);
 	CHECK(uroce_sched_slice_get(0) == dflt, "a second later: the kernel's again");
-	if (!off) /* the receiver's rule, by default on */
-		rx_rule(to_uctx(H.s[1].ctx), now + 3000000000ull, dflt, uroce_progress_slice_ns());
 	harness_close(&H);
 	return finish(off ? "test_slice (UROCE_SLICE_US=0)" : "test_slice (the default)");
 }
@@ -228,7 +140,7 @@ int main(int argc, char **argv)
 	unsetenv("UROCE_FAULT");
 	setenv("UROCE_SHM", "0", 1);
 	if (argc > 2)
-		return run_again(argv[1], strtoull(argv[2], NULL, 10));
+		return run_again(!strcmp(argv[1], "off"), strtoull(argv[2], NULL, 10));
 
 	/* the setter on this thread */
 	dflt = uroce_sched_slice_get(0);
@@ -293,10 +205,7 @@ int main(int argc, char **argv)
 	}
 
 	/* UROCE_SLICE_US=0 and unset: fresh processes (the knob is read once) */
-	for (int run = 0; run < 4; run++) {
-		static const char *const what[] = {"UROCE_SLICE_US=0", "default",
-						   "UROCE_SLICE_RX_MBS=0", "paced stream"};
-		static const char *const mode[] = {"off", "dflt", "rxoff", "rxstream"};
+	for (int run = 0; run < 2; run++) {
 		char d[32];
 
 		snprintf(d, sizeof(d), "%llu", (unsigned long long)dflt);
@@ -306,13 +215,12 @@ int main(int argc, char **argv)
 				setenv("UROCE_SLICE_US", "0", 1);
 			else
 				unsetenv("UROCE_SLICE_US");
-			if (run == 2)
-				setenv("UROCE_SLICE_RX_MBS", "0", 1);
-			execl("/proc/self/exe", argv[0], mode[run], d, (char *)NULL);
+			execl("/proc/self/exe", argv[0], run == 0 ? "off" : "dflt", d,
+			      (char *)NULL);
 			_exit(127);
 		}
 		CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st),
-		      "the %s run passed", what[run]);
+		      "the %s run passed", run == 0 ? "UROCE_SLICE_US=0" : "default");
 	}
 	return finish("test_slice");
 }
