@@ -13,7 +13,8 @@
  *   - a run of delay decreases that takes the window to 1/8 with the
  *     queue still long (someone else's: a TCP flow) enters loss mode from
  *     0.87 of the window before the run; a short sample ends a run;
- *   - loss mode (UROCE_CC_LAW=reno): x0.87 per loss with a long queue (random loss still
+ *   - loss mode (UROCE_CC_LAW=reno; the default law since session 19 is
+ *     CUBIC's, test_cc_cubic): x0.87 per loss with a long queue (random loss still
  *     changes nothing), +2 packets per window (+4 and paced at 150% while
  *     under 2% of the packets sent are resent), no decrease on delay, until
  *     8 short samples in a row 128 round trips or more after the last
@@ -77,8 +78,16 @@ int main(void)
 	unsetenv("UROCE_CC_LOSS_AI_HI");
 	unsetenv("UROCE_PACE_GAIN_HI");
 	unsetenv("UROCE_CC_LOSS_WMAX");
-	unsetenv("UROCE_CC_LAW"); /* loss mode's Reno law (CUBIC's: test_cc_cubic) */
+	unsetenv("UROCE_CC_LAW");
+	unsetenv("UROCE_PACE_COMP");
 	uroce_cc_init(qp);
+	/* the defaults since session 19: CUBIC's law in loss mode and the
+	 * pacer's make-up (test_cc_cubic, test_cc_pace); Reno's here */
+	CHECK(qp->sk->cubic && qp->sk->pace_comp, "the defaults: cubic %d, make-up %d",
+	      qp->sk->cubic, qp->sk->pace_comp);
+	setenv("UROCE_CC_LAW", "reno", 1);
+	uroce_cc_init(qp);
+	CHECK(!qp->sk->cubic, "UROCE_CC_LAW=reno: Reno's law");
 	CHECK(qp->sk->cc && qp->sk->slow_start && pkts(qp) == 16 && qp->sk->target_ns == 1 * MS,
 	      "the defaults: on, slow start from 16 packets, 1 ms");
 	/* slow start: doubling per round trip, until a long round trip */

@@ -3,9 +3,9 @@
  * losses and acknowledgements.  Time since the last decrease is set by
  * moving the epoch back from the clock (what passes between that and the
  * call is microseconds: the assertions allow a packet):
- *   - the default is Reno's law (+2 per window); UROCE_CC_LAW=cubic the
- *     cubic one, beta 0.87 and C 500,000 packets/s^3 unless
- *     UROCE_CC_CUBIC_BETA / _C say otherwise (Linux's: 0.7 and 0.566);
+ *   - the default (since session 19; UROCE_CC_LAW=cubic too) is the
+ *     cubic law, UROCE_CC_LAW=reno Reno's (+2 per window); beta 0.87 and C 500,000 packets/s^3
+ * unless UROCE_CC_CUBIC_BETA / _C say otherwise (Linux's: 0.7 and 0.566);
  *   - entering loss mode from a window W: beta W, W_max = W and
  *     K = cbrt((1 - beta) W / C);
  *   - concave below K (the window goes to W(t) < W_max, faster the
@@ -95,7 +95,7 @@ int main(void)
 	unsetenv("UROCE_CC_LOSS_WMAX");
 	unsetenv("UROCE_CC_LOW_LOSS");
 	uroce_cc_init(qp);
-	CHECK(!qp->sk->cubic, "the default law is not Reno's");
+	CHECK(qp->sk->cubic, "the default law is the cubic one");
 	setenv("UROCE_CC_LAW", "cubic", 1);
 	uroce_cc_init(qp);
 	CHECK(qp->sk->cubic && qp->sk->cubic_beta == 870 && qp->sk->cubic_c == 500000,

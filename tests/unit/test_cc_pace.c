@@ -68,6 +68,9 @@ int main(void)
 	unsetenv("UROCE_CC");
 	unsetenv("UROCE_PACE_US");
 	unsetenv("UROCE_PACE_GAIN");
+	/* the pacer's own rules; its make-up for late wake-ups (on by
+	 * default since session 19) is checked at the end */
+	setenv("UROCE_PACE_COMP", "0", 1);
 	qp = new_qp(&ep);
 	CHECK(qp->sk->pace_quantum_ns == 200 * US, "the quantum: %llu ns",
 	      (unsigned long long)qp->sk->pace_quantum_ns);
@@ -194,16 +197,20 @@ int main(void)
 	/* the schedule that late wake-ups lose, made up by the rate
 	 * (UROCE_PACE_COMP=1, session 15): woken 100 us after the burst's
 	 * credit every time, a third of the schedule is lost; the gap
-	 * shrinks by as much.  By default (and UROCE_PACE_COMP=0): unchanged */
-	for (int comp = 0; comp < 2; comp++) {
-		uint64_t g0;
+	 * shrinks by as much - by default since session 19 (UROCE_PACE_COMP
+	 * unset or 1).  Woken 600 us late, three quarters are lost: made up
+	 * to the cap, 3/4 of the gap (4x the rate; session 19, 2x before).
+	 * UROCE_PACE_COMP=0: unchanged */
+	for (int run = 0; run < 3; run++) {
+		uint64_t g0, late = run == 2 ? 600 * US : 100 * US;
+		int comp = run > 0;
 
 		if (comp)
-			setenv("UROCE_PACE_COMP", "1", 1);
-		else
 			unsetenv("UROCE_PACE_COMP");
+		else
+			setenv("UROCE_PACE_COMP", "0", 1);
 		qp = new_qp(&ep);
-		CHECK(qp->sk->pace_comp == comp, "UROCE_PACE_COMP %s: %d", comp ? "1" : "unset",
+		CHECK(qp->sk->pace_comp == comp, "UROCE_PACE_COMP %s: %d", comp ? "unset" : "0",
 		      qp->sk->pace_comp);
 		qp->sk->loss_mode = true;
 		qp->sk->cwnd = 128 << 10;
@@ -212,17 +219,22 @@ int main(void)
 		t = 1000 * MS;
 		for (int i = 0; i < 20000 && t < 1200 * MS; i++) {
 			if (!uroce_cc_pace_ok(qp, t)) {
-				/* late: 100 us past the burst's credit */
-				t = qp->sk->pace_ns + 100 * US;
+				/* late: past the burst's credit */
+				t = qp->sk->pace_ns + late;
 				qp->req.wake_ns = 0;
 			}
 			uroce_cc_paced(qp, 1, t);
 		}
 		g = uroce_cc_pace_gap(qp);
-		if (comp)
+		if (run == 1)
 			CHECK(qp->sk->pl_frac >= 200 && qp->sk->pl_frac <= 512 &&
 				  g < g0 * 80 / 100 && g >= g0 / 2,
 			      "late wake-ups: %u/1024 of the schedule lost, gap %llu of %llu ns",
+			      qp->sk->pl_frac, (unsigned long long)g, (unsigned long long)g0);
+		else if (run == 2)
+			CHECK(qp->sk->pl_frac > 600 && qp->sk->pl_frac <= 768 && g < g0 / 2 &&
+				  g >= g0 / 4,
+			      "600 us late: %u/1024 made up (at most 768), gap %llu of %llu ns",
 			      qp->sk->pl_frac, (unsigned long long)g, (unsigned long long)g0);
 		else
 			CHECK(qp->sk->pl_frac == 0 && g == g0,
