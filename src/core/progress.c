@@ -33,6 +33,116 @@ uint64_t uroce_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The poll's clock (docs/latency.md, "Session 19").  An application that
+ * polls an empty CQ read CLOCK_MONOTONIC on every look, and the send that
+ * answers a ping-pong read it again (req.c: req_clock): a vDSO call of
+ * 33-90 ns each, about a tenth of the poller's user-space samples.  Here
+ * the TSC extrapolates the thread's last real reading for at most
+ * CLK_SPAN_NS (a TSC read costs about 13 ns), scaled by a ratio measured
+ * once against CLOCK_MONOTONIC over CLK_CAL_NS; after that span, or a TSC
+ * that went backwards (another CPU), the clock is read again.  Per thread
+ * the result never goes back, and against CLOCK_MONOTONIC it is off by
+ * the ratio's error over one span (a few nanoseconds): a stamp slightly
+ * ahead is "now" wherever one is read (progress.c, app_polling).  Only
+ * where the kernel keeps time with the TSC itself (clocksource "tsc":
+ * invariant and synchronised across CPUs); UROCE_FAST_CLOCK=0 reads
+ * CLOCK_MONOTONIC every time (measurements). */
+#if defined(__x86_64__)
+#include <fcntl.h>
+#include <x86intrin.h>
+
+#define CLK_CAL_NS    50000000ull /* the calibration's span */
+#define CLK_SPAN_NS   16000ull	  /* the longest extrapolation */
+#define CLK_GAP_TICKS 4000ull	  /* a clock read between two TSC reads, not preempted */
+
+static _Atomic uint64_t clk_base_ns, clk_base_tsc; /* the calibration's start */
+static _Atomic uint64_t clk_mult;		   /* ns per tick, 32.32 fixed point (0: none) */
+static int clk_state = -1;			   /* 1: calibrating, 0: off */
+static __thread struct {
+	uint64_t ns, tsc, last;
+} clk UROCE_TLS_IE;
+
+static bool clk_tsc_source(void)
+{
+	char buf[16] = {0};
+	int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+		      O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return n >= 3 && !strncmp(buf, "tsc", 3) && (buf[3] == '\n' || !buf[3]);
+}
+
+/* A pair (ns, tsc) read together: the calibration's start, or its end. */
+static void clk_calibrate(uint64_t ns, uint64_t tsc)
+{
+	uint64_t b = atomic_load_explicit(&clk_base_ns, memory_order_acquire), bt, m;
+
+	if (clk_state < 0) {
+		static int mode = -1;
+
+		clk_state = uroce_env_on("UROCE_FAST_CLOCK", &mode) && clk_tsc_source();
+	}
+	if (!clk_state)
+		return;
+	if (!b) {
+		uint64_t zero = 0;
+
+		atomic_store_explicit(&clk_base_tsc, tsc, memory_order_relaxed);
+		atomic_compare_exchange_strong(&clk_base_ns, &zero, ns);
+		return;
+	}
+	bt = atomic_load_explicit(&clk_base_tsc, memory_order_relaxed);
+	if (ns - b < CLK_CAL_NS || tsc <= bt)
+		return;
+	if (ns - b > 100 * CLK_CAL_NS) { /* a stale start: begin again */
+		atomic_store_explicit(&clk_base_tsc, tsc, memory_order_relaxed);
+		atomic_store_explicit(&clk_base_ns, ns, memory_order_release);
+		return;
+	}
+	m = (uint64_t)(((unsigned __int128)(ns - b) << 32) / (tsc - bt));
+	if (m)
+		atomic_store_explicit(&clk_mult, m, memory_order_relaxed);
+}
+
+static uint64_t clk_read(bool cal)
+{
+	uint64_t t0 = __rdtsc(), ns = uroce_now_ns(), t1 = __rdtsc();
+
+	if (t1 - t0 < CLK_GAP_TICKS) {
+		clk.ns = ns;
+		clk.tsc = t0 + (t1 - t0) / 2;
+		if (cal)
+			clk_calibrate(ns, clk.tsc);
+	} else {
+		clk.tsc = 0; /* preempted between the reads: no base */
+	}
+	return ns;
+}
+
+uint64_t uroce_clock_ns(void)
+{
+	uint64_t m = atomic_load_explicit(&clk_mult, memory_order_relaxed), ns;
+
+	if (!m || !clk.tsc) {
+		ns = clk_read(!m);
+	} else {
+		unsigned __int128 d = ((unsigned __int128)(__rdtsc() - clk.tsc) * m) >> 32;
+
+		ns = d <= CLK_SPAN_NS ? clk.ns + (uint64_t)d : clk_read(false);
+	}
+	if (ns < clk.last)
+		ns = clk.last;
+	return clk.last = ns;
+}
+#else
+uint64_t uroce_clock_ns(void)
+{
+	return uroce_now_ns();
+}
+#endif
+
 void uroce_progress_wake(struct uroce_ctx *ctx)
 {
 	uint64_t one = 1;
