@@ -666,13 +666,6 @@ void uroce_ud_rcv(struct uroce_qp *qp, struct uroce_pkt *pkt, const struct uroce
 
 /* ---- internal entry points ---- */
 uint64_t uroce_now_ns(void);
-/* uroce_now_ns's clock, for the poll and the send of a ping-pong: a real
- * reading at most 16 us old, extrapolated with the TSC (progress.c) */
-uint64_t uroce_clock_ns(void);
-/* A thread-local variable on the poll path: an offset from the thread
- * pointer rather than a __tls_get_addr call per access (a few dozen bytes
- * of the static TLS surplus glibc keeps for a dlopen()ed library). */
-#define UROCE_TLS_IE __attribute__((tls_model("initial-exec")))
 
 /* endpoint */
 struct uroce_ep *uroce_ep_open(struct uroce_ctx *ctx, struct in_addr addr, uint16_t port,

@@ -965,7 +965,7 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
  *    complete early and cost 2 ms per iteration. */
 enum { UROCE_ACK_DEFER_BATCH = 8, UROCE_ACK_DEFER_PKTS = 64 };
 
-static __thread bool deferring_acks UROCE_TLS_IE;
+static __thread bool deferring_acks;
 
 bool uroce_ep_deferring_acks(void)
 {
@@ -974,7 +974,7 @@ bool uroce_ep_deferring_acks(void)
 
 /* May this QP's ACK wait (qp->lock held)?  Not once the requester has
  * UROCE_ACK_DEFER_PKTS unacknowledged packets here. */
-static __thread bool looking UROCE_TLS_IE; /* the progress thread's look (uroce_ep_poll_look) */
+static __thread bool looking; /* the progress thread's look (uroce_ep_poll_look) */
 
 static bool ack_may_wait(const struct uroce_qp *qp)
 {
@@ -1102,8 +1102,8 @@ static int wait_mode = -1;		/* UROCE_ACK_WAIT=0: spin as before (measurements) *
 
 bool uroce_ctx_polled_alone(const struct uroce_ctx *ctx, uint64_t now)
 {
-	static __thread const struct uroce_ctx *seen UROCE_TLS_IE; /* compared, never used */
-	static __thread uint64_t other_ns UROCE_TLS_IE;
+	static __thread const struct uroce_ctx *seen; /* compared, never used */
+	static __thread uint64_t other_ns;
 
 	if (seen && seen != ctx)
 		other_ns = now;
@@ -1180,7 +1180,7 @@ uint64_t uroce_ep_rx_clock(struct uroce_ep *ep)
 	uint64_t now = __atomic_load_n(&ep->rx_ns, __ATOMIC_RELAXED);
 
 	if (!now) {
-		now = uroce_clock_ns();
+		now = uroce_now_ns();
 		__atomic_store_n(&ep->rx_ns, now, __ATOMIC_RELAXED);
 	}
 	return now;

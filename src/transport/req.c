@@ -182,7 +182,7 @@ void uroce_req_arm(struct uroce_qp *qp)
  * (docs/design.md, "The per-message CPU of the same-host wire"). */
 static uint64_t req_clock(struct uroce_qp *qp)
 {
-	return qp->req.tx_ns = uroce_clock_ns();
+	return qp->req.tx_ns = uroce_now_ns();
 }
 
 /* A run of packets (uroce_req_run) reads the clock for its first packet

@@ -273,7 +273,7 @@ static void notify(struct uroce_cq *cq)
 
 /* Completions this thread has pushed (read prediction, endpoint.c: did the
  * datagram just read complete anything the poller may be waiting for?) */
-static __thread unsigned long cq_pushes UROCE_TLS_IE;
+static __thread unsigned long cq_pushes;
 
 unsigned long uroce_cq_pushes(void)
 {
@@ -474,7 +474,7 @@ static int udp_idle(struct uroce_ctx *ctx, struct cq_wait *w, uint64_t now)
  * (ibv_poll_cq and ibv_start_poll; no CQ lock held.) */
 void uroce_cq_drive(struct uroce_cq *cq)
 {
-	static __thread struct cq_wait wait UROCE_TLS_IE;
+	static __thread struct cq_wait wait;
 	struct uroce_ctx *ctx = cq->ctx;
 	int nep, got = 0, armed;
 	uint64_t now;
@@ -484,7 +484,7 @@ void uroce_cq_drive(struct uroce_cq *cq)
 		uroce_app_done(ctx);
 		return;
 	}
-	now = uroce_clock_ns();
+	now = uroce_now_ns();
 	/* A poll of an armed CQ is the last look before a sleep on its
 	 * channel (arm, drain, wait), not a busy poller (progress.c). */
 	armed = __atomic_load_n(&cq->armed, __ATOMIC_RELAXED);
