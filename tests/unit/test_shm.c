@@ -515,13 +515,18 @@ static void test_kill(void)
  * gets through. */
 #define KILL_ROUNDS 12
 
+/* At most n descriptors open.  n is counted after the first round, and a
+ * descriptor of that round may still be closing then (a child killed
+ * after its connect was accepted, before its hello: no ring mapped yet,
+ * the socket closed when the progress thread sees the hang-up), so the
+ * count may end below n; a leak adds one per round and ends above it. */
 static bool wait_fds(int n)
 {
 	uint64_t end = now_ms() + 10000;
 
-	while (count_fds() != n && now_ms() < end)
+	while (count_fds() > n && now_ms() < end)
 		usleep(10000);
-	return count_fds() == n;
+	return count_fds() <= n;
 }
 
 static void test_kill_any(void)
@@ -585,7 +590,8 @@ static void test_kill_any(void)
 	}
 	printf("  %d of %d targets died with WRs of ours still in flight\n", done, KILL_ROUNDS / 2);
 	CHECK(wait_maps(0), "no ring of a dead child left: %d mapped", count_maps("uroce-shm"));
-	CHECK(wait_fds(fds0), "no descriptor left: %d before, %d after", fds0, count_fds());
+	CHECK(wait_fds(fds0), "no descriptor left: %d after the first round, %d at the end", fds0,
+	      count_fds());
 	/* and a new writer gets through */
 	new_writer(&n, 99, "a new writer after the kills");
 	node_close(&n);
