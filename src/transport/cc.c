@@ -54,7 +54,7 @@
 #define CC_PACE_US	 200u
 #define CC_PACE_MIN_PKTS 16u
 #define CC_PACE_GAIN	 125u /* percent */
-#define CC_LOSS_WMAX	 UROCE_LOSS_WMAX
+#define CC_LOSS_WMAX	 UROCE_LOSS_WINDOW
 /* Pacing under CPU load (session 15; on by default since session 19,
  * UROCE_PACE_COMP=0: off): the share of the pacer's schedule lost to
  * wake-ups later than the burst's credit, measured per CC_PL_PERIOD_NS and
@@ -327,18 +327,6 @@ static bool loss_low(const struct uroce_sack *sk)
 	return sk->loss_frac_on && sk->loss_frac < sk->low_loss;
 }
 
-/* Loss mode's cap: loss_wmax (UROCE_LOSS_WMAX, 512) while the share
- * resent is low (loss_low: a competitor that does not back off as uroce
- * does - TCP -, where the window also holds what waits in the receiver's
- * socket for its thread), else at most UROCE_LOSS_WINDOW (256): four
- * uroce flows in loss mode with 512 resent 8.0-8.6% of their packets
- * (session 20, docs/selective-repeat.md). */
-static uint32_t loss_cap(const struct uroce_sack *sk)
-{
-	return loss_low(sk) || sk->loss_wmax < UROCE_LOSS_WINDOW ? sk->loss_wmax
-								 : UROCE_LOSS_WINDOW;
-}
-
 void uroce_cc_sent(struct uroce_qp *qp, bool resent)
 {
 	struct uroce_sack *sk = qp->sk;
@@ -382,7 +370,7 @@ void uroce_cc_acked(struct uroce_qp *qp, uint32_t n)
 		sk->cwnd += (n << 10) *
 			    (sk->loss_mode ? (loss_low(sk) ? sk->loss_ai_hi : sk->loss_ai) : 1) /
 			    (w ? w : 1);
-	w = sk->loss_mode ? loss_cap(sk) : rc_free_wmax(qp);
+	w = sk->loss_mode ? sk->loss_wmax : rc_free_wmax(qp);
 	if (sk->cwnd > w << 10)
 		sk->cwnd = w << 10;
 }

@@ -31,17 +31,10 @@
 #define UROCE_WINDOW_BYTES (1u << 20)
 extern uint32_t uroce_window, uroce_window_bytes;
 
-/* The congestion window's cap outside loss mode while the path is not
- * shown clean (rc_free_wmax). */
-#define UROCE_LOSS_WINDOW 256u
-
 /* The congestion window's cap in loss mode (competing with a queue filler,
  * cc.c), UROCE_CC_LOSS_WMAX up to UR_SACK_WIN / 2, above or below
- * uroce_window, which caps it again when the mode ends.  512 since
- * session 20 (docs/selective-repeat.md): next to a TCP flow the window
- * also holds what waits in the receiver's socket for its thread, and
- * CUBIC's law sat at 256 in 39-51% of the round trips. */
-#define UROCE_LOSS_WMAX 512u
+ * uroce_window, which caps it again when the mode ends. */
+#define UROCE_LOSS_WINDOW 256u
 
 /* The window against a peer without selective repeat (rc_peer_window). */
 #define UROCE_GBN_WINDOW 256u

@@ -23,10 +23,8 @@
  *     it there; random loss does not; UROCE_CC_QUIET=0: the short samples
  *     alone;
  *   - a long queue with the window at its floor enters loss mode too;
- *   - the window's caps: UROCE_LOSS_WMAX in loss mode by default
- *     (UROCE_CC_LOSS_WMAX, a bench knob) while the share resent is
- *     measured below the line, else UROCE_LOSS_WINDOW (session 20),
- *     above or below the loss-free
+ *   - the window's caps: UROCE_LOSS_WINDOW in loss mode by default
+ *     (UROCE_CC_LOSS_WMAX, a bench knob), above or below the loss-free
  *     cap uroce_window (UROCE_WINDOW), which holds again when the mode
  *     ends, once under UROCE_CLEAN_LOSS of the packets were resent
  *     (UROCE_LOSS_WINDOW before and above it); UROCE_GBN_WINDOW against a peer
@@ -291,37 +289,20 @@ int main(void)
 		sample(qp, 100 * US);
 	CHECK(qp->sk->loss_mode, "loss mode ended 8 round trips after its entry");
 
-	/* the window's caps: in loss mode loss_wmax (UROCE_LOSS_WMAX by
+	/* the window's caps: in loss mode loss_wmax (UROCE_LOSS_WINDOW by
 	 * default; UROCE_CC_LOSS_WMAX, at most UR_SACK_WIN / 2), whether above
 	 * or below the loss-free cap uroce_window, which holds again when the
 	 * mode ends */
-	w = UROCE_LOSS_WMAX < UR_SACK_WIN / 2 ? UROCE_LOSS_WMAX : UR_SACK_WIN / 2;
+	w = UROCE_LOSS_WINDOW < UR_SACK_WIN / 2 ? UROCE_LOSS_WINDOW : UR_SACK_WIN / 2;
 	CHECK(qp->sk->loss_wmax == w, "the default cap in loss mode: %u, not %u", qp->sk->loss_wmax,
 	      w);
 	qp->ep = &ep; /* rc_cwnd(): the endpoint's budget, 1,820 packets */
 	qp->sk->peer_resp = true;
-	/* session 20: loss_wmax only while the share resent is measured
-	 * below the line (loss_low: next to TCP); not yet measured, or at
-	 * the line and above (four uroce flows), UROCE_LOSS_WINDOW */
-	qp->sk->cwnd = (w - 1) << 10;
-	for (int i = 0; i < 64; i++)
-		uroce_cc_acked(qp, w);
-	CHECK(pkts(qp) == UROCE_LOSS_WINDOW && rc_cwnd(qp) == UROCE_LOSS_WINDOW,
-	      "loss mode, the share resent not measured: window %u (rc_cwnd %u), not %u", pkts(qp),
-	      rc_cwnd(qp), UROCE_LOSS_WINDOW);
-	qp->sk->loss_frac_on = true;
-	qp->sk->loss_frac = 0;
 	qp->sk->cwnd = (w - 1) << 10;
 	for (int i = 0; i < 64; i++)
 		uroce_cc_acked(qp, w);
 	CHECK(pkts(qp) == w && rc_cwnd(qp) == w,
-	      "loss mode, the default cap below the line: window %u (rc_cwnd %u)", pkts(qp),
-	      rc_cwnd(qp));
-	qp->sk->loss_frac = qp->sk->low_loss;
-	uroce_cc_acked(qp, w);
-	CHECK(pkts(qp) == UROCE_LOSS_WINDOW,
-	      "loss mode at the line: window %u, not UROCE_LOSS_WINDOW", pkts(qp));
-	qp->sk->loss_frac = 0;
+	      "loss mode, the default cap: window %u (rc_cwnd %u)", pkts(qp), rc_cwnd(qp));
 	saved = uroce_window;
 	/* above the loss-free cap: a 256-packet window, UROCE_CC_LOSS_WMAX=512 */
 	uroce_window = 256;
@@ -341,7 +322,6 @@ int main(void)
 	      rc_cwnd(qp));
 	uroce_cc_acked(qp, 256);
 	CHECK(pkts(qp) == 256, "out of loss mode: window %u", pkts(qp));
-	qp->sk->loss_frac_on = false;
 	/* below it: a 1,024-packet window, loss mode's 256 */
 	uroce_window = 1024;
 	qp->sk->loss_wmax = 256;

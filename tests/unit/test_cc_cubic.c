@@ -20,7 +20,7 @@
  *   - a loss with a long queue: x0.7, once per recovery episode; fast
  *     convergence below the last W_max; the undo restores the epoch;
  *   - a loss in delay mode stays x0.87; loss mode's cap (loss_wmax,
- *     UROCE_LOSS_WMAX) holds.
+ *     UROCE_LOSS_WINDOW) holds.
  */
 #include <stdlib.h>
 
@@ -241,10 +241,8 @@ int main(void)
 	      "undo: window %.1f, W_max %.1f (was %.1f), epoch moved", pkts(qp), qp->sk->cubic_wmax,
 	      t1);
 
-	/* the cap: loss mode's, UROCE_LOSS_WMAX while few packets are resent */
-	CHECK(qp->sk->loss_wmax == UROCE_LOSS_WMAX, "loss mode's cap: %u", qp->sk->loss_wmax);
-	qp->sk->loss_frac_on = true;
-	qp->sk->loss_frac = 0;
+	/* the cap: loss mode's, UROCE_LOSS_WINDOW */
+	CHECK(qp->sk->loss_wmax == UROCE_LOSS_WINDOW, "loss mode's cap: %u", qp->sk->loss_wmax);
 	qp->sk->cwnd = (qp->sk->loss_wmax - 1) << 10;
 	at(qp, 5000 * MS);
 	for (int i = 0; i < 10; i++)
