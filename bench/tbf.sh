@@ -14,7 +14,8 @@
 # fairness index (sum x)^2 / (n sum x^2), what tbf dropped, and the
 # packets uroce sent again (on the mixed lines also TCP's segments sent
 # again, of those sent).
-# Usage: bench/tbf.sh [BUILD_DIR] (root; N=4 DUR=10 RATE=1gbit by default)
+# Usage: bench/tbf.sh [BUILD_DIR] (root; N=4 DUR=10 RATE=1gbit by default;
+# TCP_CC=cubic|reno|bbr: TCP's congestion control, else the kernel's)
 set -uo pipefail
 B=${1:-$(dirname "$0")/../build}
 B=$(cd "$B" && pwd)
@@ -59,6 +60,11 @@ ip -n "$R" addr add 10.203.0.2/24 dev vr
 ip -n "$S" link set vs up
 ip -n "$R" link set vr up
 tc -n "$S" qdisc add dev vs root tbf rate "$RATE" burst 32kb latency 2ms || die "tc tbf"
+# TCP's congestion control in the sending namespace: the kernel's default
+# unless TCP_CC names one (this machine's kernel defaults to bbr; the law's
+# loss mode was built against a loss-based TCP - session 20)
+[[ -n ${TCP_CC:-} ]] && { ip netns exec "$S" sysctl -qw net.ipv4.tcp_congestion_control="$TCP_CC" || die "TCP_CC=$TCP_CC"; }
+TCP_CC=$(ip netns exec "$S" sysctl -n net.ipv4.tcp_congestion_control)
 
 tbf_drops() { tc -n "$S" -s qdisc show dev vs | awk '/dropped/ { sub(",", "", $7); print $7; exit }'; }
 # UDP datagrams the receivers' sockets dropped (full buffers), in R
@@ -180,7 +186,7 @@ one() { # LABEL DESCRIPTION KIND(uroce|tcp|mixed) COUNT ENV...
 	fi
 }
 
-echo "== tbf $RATE burst 32kb latency 2ms, $N flows, $DUR s each, $(date -u +%FT%TZ), $(git -C "$B/.." rev-parse --short HEAD 2>/dev/null)"
+echo "== tbf $RATE burst 32kb latency 2ms, $N flows, $DUR s each, TCP $TCP_CC, $(date -u +%FT%TZ), $(git -C "$B/.." rev-parse --short HEAD 2>/dev/null)"
 if [[ -n ${ONLY:-} ]]; then
 	eval "$ONLY"
 	exit 0
