@@ -75,6 +75,8 @@
 	  "the address socket turned to plain reads, UDP_GRO off (endpoint.c)")                    \
 	X(tx_write_split, "sent_write_split",                                                      \
 	  "RDMA WRITE packets sent as WRITE ONLY, one message a packet (req.c)")                   \
+	X(tx_run, "sent_in_runs",                                                                  \
+	  "SEND/WRITE packets built and queued in runs of one message's packets (req.c)")          \
 	X(rx_write_next, "rcvd_write_next",                                                        \
 	  "WRITE ONLY packets continuing the WRITE before them, placed while checked "             \
 	  "(rx_place.c)")                                                                          \

@@ -720,12 +720,20 @@ bool uroce_ep_gather_ok(struct uroce_ep *ep, const struct uroce_ipinfo *ip);
  * ibv_dereg_mr / ibv_rereg_mr send every batch after taking it. */
 void uroce_gso_add_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
 			  struct uroce_tx_pkt *t);
+/* The n packets t[0..n) one after the other, under one lock (a run of a
+ * message's packets, req.c). */
+void uroce_gso_add_gather_run(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			      struct uroce_tx_pkt *t, int n);
 /* The t->len bytes of t, one after the other, into buf. */
 void uroce_tx_pkt_linear(const struct uroce_tx_pkt *t, uint8_t *buf);
 /* uroce_gso_add_gather through UROCE_FAULT's transmit faults when they are
  * on (src/net/fault.c: a packet it lets pass is not copied). */
 void uroce_ep_xmit_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
 			  struct uroce_tx_pkt *t);
+/* uroce_ep_xmit_gather for each of t[0..n): the fault injector, when on,
+ * decides per packet. */
+void uroce_ep_xmit_gather_run(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			      struct uroce_tx_pkt *t, int n);
 /* Send every endpoint's batch (ibv_dereg_mr, ibv_rereg_mr). */
 void uroce_ctx_flush_tx(struct uroce_ctx *ctx);
 /* Send what the endpoint's batch holds (call before blocking or returning

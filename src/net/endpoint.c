@@ -856,6 +856,17 @@ void uroce_ep_xmit_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
 		uroce_gso_add_gather(ep, ip, t);
 }
 
+void uroce_ep_xmit_gather_run(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			      struct uroce_tx_pkt *t, int n)
+{
+	if (!uroce_fault_on(ep->ctx)) {
+		uroce_gso_add_gather_run(ep, ip, t, n);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		uroce_fault_tx_gather(ep, ip, &t[i], &fault_ops);
+}
+
 void uroce_ctx_flush_tx(struct uroce_ctx *ctx)
 {
 	int nep = atomic_load(&ctx->nep);

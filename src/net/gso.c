@@ -372,19 +372,14 @@ static void send_linear(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
 	free(buf);
 }
 
-void uroce_gso_add_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
-			  struct uroce_tx_pkt *t)
+/* t into the batch (tx_lock held, batching on). */
+static void add_gather_locked(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			      struct uroce_tx_pkt *t)
 {
 	struct uroce_ep_tx *tx = ep->tx;
 	struct uroce_ipinfo seg_ip;
 	struct uroce_tx_group *g;
 
-	pthread_mutex_lock(&ep->tx_lock);
-	if (!ep->gso) {
-		pthread_mutex_unlock(&ep->tx_lock);
-		send_linear(ep, ip, t);
-		return;
-	}
 	if (t->icrc_ip) {
 		/* copied whole, its ICRC for its segment's ID in the same pass:
 		 * one piece with the packets before it in the group */
@@ -399,7 +394,6 @@ void uroce_gso_add_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
 		tx_piece(tx, g, p, t->len);
 		tx_added(g, t->len);
 		g->in_place++;
-		pthread_mutex_unlock(&ep->tx_lock);
 		return;
 	}
 	g = tx_group(ep, ip, t->len, t->hlen + t->tlen, (uint32_t)t->niov + 2);
@@ -413,7 +407,27 @@ void uroce_gso_add_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
 	tx_copy(tx, g, t->trl, t->tlen);
 	tx_added(g, t->len);
 	g->in_place++;
+}
+
+void uroce_gso_add_gather_run(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			      struct uroce_tx_pkt *t, int n)
+{
+	pthread_mutex_lock(&ep->tx_lock);
+	if (!ep->gso) {
+		pthread_mutex_unlock(&ep->tx_lock);
+		for (int i = 0; i < n; i++)
+			send_linear(ep, ip, &t[i]);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		add_gather_locked(ep, ip, &t[i]);
 	pthread_mutex_unlock(&ep->tx_lock);
+}
+
+void uroce_gso_add_gather(struct uroce_ep *ep, const struct uroce_ipinfo *ip,
+			  struct uroce_tx_pkt *t)
+{
+	uroce_gso_add_gather_run(ep, ip, t, 1);
 }
 
 /* The segment size of a datagram received as a GRO batch, or 0. */

@@ -327,18 +327,11 @@ static bool loss_low(const struct uroce_sack *sk)
 	return sk->loss_frac_on && sk->loss_frac < sk->low_loss;
 }
 
-void uroce_cc_sent(struct uroce_qp *qp, bool resent)
+/* CC_LF_PKTS packets counted: the share resent, smoothed. */
+static void lf_close(struct uroce_sack *sk)
 {
-	struct uroce_sack *sk = qp->sk;
-	uint32_t f;
+	uint32_t f = (uint32_t)((uint64_t)sk->lf_resent * 65536u / sk->lf_sent);
 
-	if (!sk->cc)
-		return;
-	sk->lf_sent++;
-	sk->lf_resent += resent;
-	if (sk->lf_sent < CC_LF_PKTS)
-		return;
-	f = (uint32_t)((uint64_t)sk->lf_resent * 65536u / sk->lf_sent);
 	sk->loss_frac = sk->loss_frac_on ? (3 * sk->loss_frac + f) / 4 : f;
 	sk->loss_frac_on = true;
 	sk->lf_sent = sk->lf_resent = 0;
@@ -346,6 +339,34 @@ void uroce_cc_sent(struct uroce_qp *qp, bool resent)
 		sk->ccst.lf_looks++;
 		sk->ccst.lf_low += loss_low(sk);
 		sk->ccst.lf_sum += sk->loss_frac;
+	}
+}
+
+void uroce_cc_sent(struct uroce_qp *qp, bool resent)
+{
+	struct uroce_sack *sk = qp->sk;
+
+	if (!sk->cc)
+		return;
+	sk->lf_sent++;
+	sk->lf_resent += resent;
+	if (sk->lf_sent >= CC_LF_PKTS)
+		lf_close(sk);
+}
+
+void uroce_cc_sent_fresh(struct uroce_qp *qp, uint32_t n)
+{
+	struct uroce_sack *sk = qp->sk;
+
+	if (!sk->cc)
+		return;
+	while (n) { /* as n calls of uroce_cc_sent(qp, false) */
+		uint32_t k = CC_LF_PKTS - sk->lf_sent < n ? CC_LF_PKTS - sk->lf_sent : n;
+
+		sk->lf_sent += k;
+		n -= k;
+		if (sk->lf_sent >= CC_LF_PKTS)
+			lf_close(sk);
 	}
 }
 

@@ -81,13 +81,20 @@ static inline uint32_t rc_cwnd(const struct uroce_qp *qp);
  * starves: a burst from 1,024 QPs is 1,024 packets). */
 static inline uint32_t rc_pipe(const struct uroce_qp *qp);
 
-static inline bool rc_may_send(const struct uroce_qp *qp, uint32_t n)
+/* (rc_may_send with the QP's windows given: a run reads them once, req.c) */
+static inline bool rc_may_send_in(const struct uroce_qp *qp, uint32_t n, uint32_t cwnd,
+				  uint32_t budget)
 {
 	if (!qp->req.inflight)
 		return true;
 	if (qp->req.inflight + n > UR_SACK_WIN)
 		return false; /* more than a responder can hold and describe */
-	return rc_pipe(qp) + n <= rc_cwnd(qp) && rc_ep_inflight(qp) + n <= rc_ep_budget(qp);
+	return rc_pipe(qp) + n <= cwnd && rc_ep_inflight(qp) + n <= budget;
+}
+
+static inline bool rc_may_send(const struct uroce_qp *qp, uint32_t n)
+{
+	return rc_may_send_in(qp, n, rc_cwnd(qp), rc_ep_budget(qp));
 }
 
 /* Bring ep->tx_inflight up to date after qp->req.inflight changed (qp->lock
@@ -419,6 +426,8 @@ void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now);
 /* A request packet left (resent: not for the first time): loss mode's
  * measure of the share resent. */
 void uroce_cc_sent(struct uroce_qp *qp, bool resent);
+/* n request packets left for the first time (a run, req.c). */
+void uroce_cc_sent_fresh(struct uroce_qp *qp, uint32_t n);
 /* The time between packets at the window's rate, and the burst allowed. */
 uint64_t uroce_cc_pace_gap(const struct uroce_qp *qp);
 uint64_t uroce_cc_pace_burst(const struct uroce_qp *qp);
@@ -433,6 +442,12 @@ void uroce_sack_free(struct uroce_qp *qp);
 void uroce_sack_clear(struct uroce_qp *qp);
 /* Every packet a QP sends: the capability bit, and a request's slot. */
 void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+/* A request's selective-repeat bits: the capability, the incarnation. */
+void uroce_sack_stamp(const struct uroce_qp *qp, uint8_t *bth);
+/* The slots of a run of n request packets from psn, sent for the first
+ * time and not paced, their bits stamped already (req.c): what
+ * uroce_sack_tx does for each. */
+void uroce_sack_tx_run(struct uroce_qp *qp, uint32_t psn, uint32_t n);
 /* Every packet a QP receives: does the peer offer it?  And a request
  * from another incarnation of the requester (it was reset and reuses its
  * PSNs, as IBTA allows) makes what was held from the old one void. */

@@ -311,14 +311,31 @@ static bool sends_behind(struct uroce_qp *qp)
  * a stream's ACKs) must answer before the requester stops, or the QP would
  * stall until its timeout.  A stream of messages asks about once per
  * UROCE_ACKREQ_EVERY packets instead of once per message. */
-static bool ack_wanted(struct uroce_qp *qp, bool last)
-{
-	uint32_t w = rc_peer_window(qp), b = rc_ep_budget(qp);
+struct req_lim {
+	uint32_t w, b, cwnd; /* rc_peer_window, rc_ep_budget, rc_cwnd */
+};
 
+static void req_lim(const struct uroce_qp *qp, struct req_lim *l)
+{
+	l->w = rc_peer_window(qp);
+	l->b = rc_ep_budget(qp);
+	l->cwnd = rc_cwnd(qp);
+}
+
+static bool ack_wanted_in(struct uroce_qp *qp, bool last, const struct req_lim *l)
+{
 	if ((last && !sends_behind(qp)) || ur_psn_diff(qp->req.psn, qp->req.max_psn) < 0)
 		return true; /* (and every packet sent again after a go-back) */
-	return (qp->req.psn % UROCE_ACKREQ_EVERY) == 0 || qp->req.inflight + 1 == w - w / 4 ||
-	       rc_ep_inflight(qp) + 1 >= b - b / 4 || !rc_may_send(qp, 2);
+	return (qp->req.psn % UROCE_ACKREQ_EVERY) == 0 || qp->req.inflight + 1 == l->w - l->w / 4 ||
+	       rc_ep_inflight(qp) + 1 >= l->b - l->b / 4 || !rc_may_send_in(qp, 2, l->cwnd, l->b);
+}
+
+static bool ack_wanted(struct uroce_qp *qp, bool last)
+{
+	struct req_lim l;
+
+	req_lim(qp, &l);
+	return ack_wanted_in(qp, last, &l);
 }
 
 /* The headers of a packet of w (a SEND or WRITE) with PSN psn and paylen
@@ -471,19 +488,198 @@ static int data_pkt_xmit(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t off
 	return (int)paylen;
 }
 
-/* Send the next packet of w (a SEND or WRITE) at qp->req.offset. */
-static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w)
+/* A run: the next packets of one SEND or WRITE built and queued as one
+ * (docs/design.md, "Session 20").  The per-packet path above pays, for
+ * every packet, a header built from the opcode table, an SGE map and MR
+ * look-up under ctx->mr_lock, a selective-repeat record through
+ * uroce_sack_tx and the transmit batch's lock; a run takes the lock and
+ * maps the SGEs once, stamps each packet's header from one template (only
+ * the PSN, AckReq, a split WRITE's RETH, and the first and last packet's
+ * opcode differ), writes the records in one loop and queues the packets
+ * under one tx_lock.  The rules stay per packet: the window, congestion
+ * window and endpoint budget before each (rc_may_send), AckReq
+ * (ack_wanted), the ICRC, the fault injector's decision
+ * (uroce_ep_xmit_gather_run).  Only first transmissions of an RC QP that
+ * gathers, not paced, not inline; a resend, a go-back, pacing, a
+ * capture (no gather) and a short last packet go packet by packet.
+ * UROCE_TX_RUN=0 turns it off (A/B). */
+#define REQ_RUN_HDR 96u /* a packet's headers, a piggy-backed ACK included */
+
+static int run_mode = -1;
+
+/* The next packet's payload, pay bytes from the cursor (*ai, *aoff) in
+ * all[], as pieces at out; their count. */
+static int run_slice(const struct iovec *all, int *ai, size_t *aoff, uint32_t pay,
+		     struct iovec *out)
+{
+	int m = 0;
+
+	while (pay) {
+		size_t k = all[*ai].iov_len - *aoff;
+
+		if (k > pay)
+			k = pay;
+		out[m++] =
+		    (struct iovec){.iov_base = (uint8_t *)all[*ai].iov_base + *aoff, .iov_len = k};
+		pay -= (uint32_t)k;
+		*aoff += k;
+		if (*aoff == all[*ai].iov_len) {
+			(*ai)++;
+			*aoff = 0;
+		}
+	}
+	return m;
+}
+
+/* Up to *npkts packets of w from qp->req.offset as a run: REQ_SENT or
+ * REQ_DONE_WQE with *npkts set to the packets sent, or -1: send the
+ * next packet by itself. */
+static int send_data_run(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t *npkts)
+{
+	uint8_t hdr[REQ_CLOCK_EVERY][REQ_RUN_HDR], trl[REQ_CLOCK_EVERY][8], tmpl[REQ_RUN_HDR];
+	struct iovec all[UROCE_MAX_SGE], piov[UROCE_MAX_SGE + REQ_CLOCK_EVERY];
+	struct uroce_tx_pkt t[REQ_CLOCK_EVERY];
+	uint32_t off = qp->req.offset, psn0 = qp->req.psn, mtu = qp->mtu, max = *npkts, n, len;
+	uint32_t bytes = 0, thlen = 0;
+	struct uroce_pkt tp;
+	struct req_lim lim;
+	bool done = false, have_tmpl = false, copy_full; /* done: w's last packet is in the run */
+	size_t aoff = 0;
+	int nall, ai = 0, pi = 0;
+
+	if (max < 2 || qp->tr != UR_TR_RC || w->inline_data || mtu <= UROCE_GATHER_MIN ||
+	    w->length - off <= mtu || ur_psn_diff(psn0, qp->req.max_psn) < 0 ||
+	    !uroce_env_on("UROCE_TX_RUN", &run_mode) || uroce_cc_pacing(qp) ||
+	    !uroce_ep_gather_ok(qp->ep, &qp->path))
+		return -1;
+	if (max > REQ_CLOCK_EVERY)
+		max = REQ_CLOCK_EVERY;
+	len = w->length - off < max * mtu ? w->length - off : max * mtu;
+	/* held until the run is queued: the payload pointers stay valid */
+	pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+	nall = uroce_sge_map(qp->ctx, qp->ibqp.qp_base.pd, w->sg, w->num_sge, off, len, false, all,
+			     UROCE_MAX_SGE);
+	if (!nall) {
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		return -1; /* an error shows packet by packet; ODP memory */
+	}
+	/* the windows cannot change during the run (qp->lock held: no ACK) */
+	req_lim(qp, &lim);
+	copy_full = uroce_tx_copy_wanted(mtu);
+	for (n = 0; n < max && !done; n++) {
+		uint32_t poff = off + n * mtu, pay = w->length - poff, psn = qp->req.psn;
+		struct uroce_pkt p;
+		uint8_t *h = hdr[n];
+		bool ackreq, last;
+
+		if (pay > mtu)
+			pay = mtu;
+		last = poff + pay == w->length;
+		/* the checks req_step makes before each packet */
+		if (pay <= UROCE_GATHER_MIN || (n && !rc_may_send_in(qp, 1, lim.cwnd, lim.b)))
+			break;
+		ackreq = ack_wanted_in(qp, last, &lim);
+		if (!last && (w->split || poff)) {
+			/* a full MIDDLE (a split WRITE: a WRITE ONLY): the
+			 * template, built once, with this PSN and AckReq */
+			if (!have_tmpl) {
+				data_pkt_hdr(qp, w, &tp, tmpl, psn, mtu, w->split, w->split, false);
+				if (qp->sk)
+					uroce_sack_stamp(qp, tmpl);
+				thlen = (uint32_t)(tp.payload - tp.bth);
+				have_tmpl = true;
+			}
+			memcpy(h, tmpl, thlen);
+			p = tp;
+			p.bth = h;
+			p.payload = h + thlen;
+			p.psn = psn;
+			p.ackreq = qp->tr != UR_TR_UC && ackreq;
+			h[8] = (uint8_t)((h[8] & 0x7f) | (p.ackreq ? 0x80 : 0));
+			h[9] = (uint8_t)(psn >> 16);
+			h[10] = (uint8_t)(psn >> 8);
+			h[11] = (uint8_t)psn;
+		} else {
+			data_pkt_hdr(qp, w, &p, h, psn, pay, w->split || !poff, w->split || last,
+				     ackreq);
+			if (qp->sk)
+				uroce_sack_stamp(qp, h);
+		}
+		if (w->split)
+			ur_reth_set(&p, w->remote_addr + poff, w->rkey, pay);
+		if (last)
+			piggy_attach(qp, &p);
+		t[n] = (struct uroce_tx_pkt){.hdr = h,
+					     .hlen = (uint32_t)(p.payload - h),
+					     .iov = &piov[pi],
+					     .niov = run_slice(all, &ai, &aoff, pay, &piov[pi]),
+					     .tlen = p.pad + UR_ICRC_BYTES,
+					     .len = p.len,
+					     .trl = trl[n]};
+		pi += t[n].niov;
+		memset(trl[n], 0, sizeof(trl[n]));
+		if (pay == mtu ? copy_full : uroce_tx_copy_wanted(pay)) {
+			t[n].icrc_ip = &qp->path; /* computed while gso.c copies it */
+		} else {
+			uint32_t icrc = htole32(
+			    uroce_icrc_gather(&qp->path, h, t[n].hlen, t[n].iov, t[n].niov, p.pad));
+
+			memcpy(trl[n] + p.pad, &icrc, UR_ICRC_BYTES);
+		}
+		ur_trace("QP 0x%06x tx %s psn %u len %u (run)", qp->ibqp.qp_base.qp_num,
+			 uroce_opcode_name(p.opcode), psn, p.len);
+		bytes += p.len;
+		done = last;
+		/* the next packet's checks see this one sent */
+		qp->req.psn = (psn + 1) & UR_PSN_MASK;
+		qp->req.inflight++;
+	}
+	if (!n) {
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+		return -1;
+	}
+	if (qp->sk)
+		uroce_sack_tx_run(qp, psn0, n);
+	uroce_qp_stat(qp, tx_pkts, n);
+	uroce_qp_stat(qp, tx_bytes, bytes);
+	if (w->split)
+		uroce_count(qp->ctx, tx_write_split, n);
+	uroce_count(qp->ctx, tx_run, n);
+	uroce_ep_xmit_gather_run(qp->ep, &qp->path, t, (int)n);
+	pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	/* req_advance as packet by packet: the first times the round trip */
+	qp->req.psn = psn0;
+	req_advance(qp, 1);
+	if (n > 1)
+		req_advance(qp, n - 1);
+	*npkts = n;
+	qp->req.offset = off + n * mtu;
+	if (!done)
+		return REQ_SENT;
+	w->last_psn = (psn0 + n - 1) & UR_PSN_MASK;
+	w->state = UROCE_WQE_SENT;
+	qp->sq.req++;
+	qp->req.offset = 0;
+	return REQ_DONE_WQE;
+}
+
+/* Send the next packet of w (a SEND or WRITE) at qp->req.offset, or a run
+ * of them (*npkts: at most, then sent). */
+static enum req_result send_data_pkt(struct uroce_qp *qp, struct uroce_swqe *w, uint32_t *npkts)
 {
 	uint32_t off = qp->req.offset, psn = qp->req.psn,
 		 npsn = off ? 0 : uroce_pull_npkts(qp, w, false);
 	enum ibv_wc_status st;
 	bool last;
-	int paylen;
+	int paylen, r;
 
 	if (off == 0) {
 		w->first_psn = psn;
 		w->split = write_split(qp, w);
 	}
+	if (!npsn && (r = send_data_run(qp, w, npkts)) >= 0)
+		return (enum req_result)r;
+	*npkts = 1;
 	if (npsn && pull_pkt_xmit(qp, w, psn, npsn)) {
 		paylen = (int)w->length; /* all its PSNs in one record */
 		last = true;
@@ -686,10 +882,14 @@ static enum req_result exec_local(struct uroce_qp *qp, struct uroce_swqe *w)
 	return REQ_DONE_WQE;
 }
 
-static enum req_result req_step(struct uroce_qp *qp)
+/* *npkts: the packets the step may send as a run (send_data_run), then
+ * how many it sent. */
+static enum req_result req_step(struct uroce_qp *qp, uint32_t *npkts)
 {
 	struct uroce_swqe *w;
-	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1, run = *npkts;
+
+	*npkts = 1;
 
 	if (qp->sq.req == qp->sq.head)
 		return REQ_BLOCKED;
@@ -733,7 +933,8 @@ static enum req_result req_step(struct uroce_qp *qp)
 		return send_read(qp, w);
 	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
 		return send_atomic(qp, w);
-	return send_data_pkt(qp, w);
+	*npkts = run;
+	return send_data_pkt(qp, w, npkts);
 }
 
 void uroce_req_progress(struct uroce_qp *qp)
@@ -745,8 +946,8 @@ void uroce_req_progress(struct uroce_qp *qp)
 void uroce_req_run(struct uroce_qp *qp)
 {
 	enum req_result r;
-	uint64_t now = 0; /* the last packet's clock */
-	uint32_t k = REQ_CLOCK_EVERY - 1;
+	uint64_t now = 0;		 /* the last packet's clock */
+	uint32_t k = REQ_CLOCK_EVERY, n; /* packets sent on that reading */
 
 	if (qp->attr.qp_state != IBV_QPS_RTS)
 		return;
@@ -756,12 +957,18 @@ void uroce_req_run(struct uroce_qp *qp)
 		qp->req.rnr_until_ns = 0;
 	}
 	do {
-		/* the clock read once per REQ_CLOCK_EVERY packets */
-		qp->req.tx_ns = ++k % REQ_CLOCK_EVERY ? now : 0;
-		r = req_step(qp);
+		/* the clock read once per REQ_CLOCK_EVERY packets: a run
+		 * takes at most what the reading has left */
+		if (k >= REQ_CLOCK_EVERY)
+			k = 0;
+		qp->req.tx_ns = k ? now : 0;
+		n = REQ_CLOCK_EVERY - k;
+		r = req_step(qp, &n);
 		ur_trace("QP 0x%06x req step: %s", qp->ibqp.qp_base.qp_num, req_result_name[r]);
-		if (r == REQ_SENT || r == REQ_DONE_WQE)
+		if (r == REQ_SENT || r == REQ_DONE_WQE) {
 			now = qp->req.tx_ns;
+			k += n;
+		}
 	} while (r == REQ_SENT || r == REQ_DONE_WQE);
 	qp->req.tx_ns = 0;
 	if (r == REQ_BLOCKED && qp->sk && qp->sk->diag)

@@ -165,6 +165,41 @@ void uroce_sack_free(struct uroce_qp *qp)
 	qp->sk = NULL;
 }
 
+void uroce_sack_stamp(const struct uroce_qp *qp, uint8_t *bth)
+{
+	bth[4] |= UR_BTH4_SACK;
+	bth[4] |= (uint8_t)(((qp->sack_epoch >> 7) << 1) & UR_BTH4_EPOCH);
+	bth[8] |= (uint8_t)(qp->sack_epoch & UR_BTH8_EPOCH);
+}
+
+void uroce_sack_tx_run(struct uroce_qp *qp, uint32_t psn, uint32_t n)
+{
+	struct uroce_sack *sk = qp->sk;
+	uint64_t now = qp->req.tx_ns ? qp->req.tx_ns : uroce_now_ns();
+
+	/* what uroce_sack_tx does for each packet of the run, none resent,
+	 * not paced (req.c: a run is neither) */
+	uroce_cc_sent_fresh(qp, n);
+	for (uint32_t i = 0; i < n; i++, psn = (psn + 1) & UR_PSN_MASK) {
+		struct uroce_sack_tx *t = &sk->tx[psn % UR_SACK_WIN];
+
+		if (t->valid && t->psn == psn) {
+			if (t->sacked && sk->nsacked)
+				sk->nsacked--;
+		} else {
+			t->ts0 = now;
+			t->resent = false;
+		}
+		if (sk->diag)
+			uroce_sd_sent(qp, now);
+		t->psn = psn;
+		t->seq = ++sk->seq;
+		t->ts = now;
+		t->valid = true;
+		t->sacked = false;
+	}
+}
+
 void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	struct uroce_sack_tx *t;
@@ -183,8 +218,7 @@ void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 				   ? (ur_reth_len(pkt) + qp->mtu - 1) / qp->mtu + !ur_reth_len(pkt)
 				   : 1,
 			       now);
-	pkt->bth[4] |= (uint8_t)(((qp->sack_epoch >> 7) << 1) & UR_BTH4_EPOCH);
-	pkt->bth[8] |= (uint8_t)(qp->sack_epoch & UR_BTH8_EPOCH);
+	uroce_sack_stamp(qp, pkt->bth);
 	t = &qp->sk->tx[pkt->psn % UR_SACK_WIN];
 	if (t->valid && t->sacked && t->psn == pkt->psn && qp->sk->nsacked)
 		qp->sk->nsacked--; /* sent again: in the network once more */

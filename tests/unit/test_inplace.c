@@ -9,7 +9,11 @@
  * packets sent again: the data is still exact.  RDMA WRITEs of several
  * packets leave as one WRITE ONLY per packet (sent_write_split, req.c),
  * or with UROCE_WRITE_SPLIT=0 as FIRST, MIDDLE... LAST; each part that
- * continues the one before is placed while checked (rcvd_write_next). */
+ * continues the one before is placed while checked (rcvd_write_next).
+ * The packets of a SEND or WRITE go out in runs (sent_in_runs, req.c
+ * send_data_run: one header template, SGE map and batch lock per run),
+ * under the fault injector too, which still decides per packet; none
+ * with UROCE_TX_RUN=0. */
 #include "rc_harness.h"
 
 static const enum ibv_wr_opcode ops[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
@@ -19,9 +23,9 @@ static void run(const char *what, const char *fault, bool want_icrc)
 {
 	struct pair_opts o = default_opts(IBV_MTU_1024);
 	static const uint32_t sizes[] = {1, 1024, 1025, 4096 + 3, 65536, 1u << 20};
-	unsigned long tx0, rx0, icrc, split, next;
-	const char *sp = getenv("UROCE_WRITE_SPLIT");
-	bool want_split = !(sp && !strcmp(sp, "0"));
+	unsigned long tx0, rx0, icrc, split, next, runs;
+	const char *sp = getenv("UROCE_WRITE_SPLIT"), *rp = getenv("UROCE_TX_RUN");
+	bool want_split = !(sp && !strcmp(sp, "0")), want_runs = !(rp && !strcmp(rp, "0"));
 	struct harness h;
 	uint64_t seed = 900;
 
@@ -38,6 +42,7 @@ static void run(const char *what, const char *fault, bool want_icrc)
 	rx0 = CNT(&h, 0, rx_in_place) + CNT(&h, 1, rx_in_place);
 	split = CNT(&h, 0, tx_write_split) + CNT(&h, 1, tx_write_split);
 	next = CNT(&h, 0, rx_write_next) + CNT(&h, 1, rx_write_next);
+	runs = CNT(&h, 0, tx_run) + CNT(&h, 1, tx_run);
 	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
 		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 			struct xfer x = {.op = ops[k],
@@ -56,9 +61,13 @@ static void run(const char *what, const char *fault, bool want_icrc)
 	icrc = CNT(&h, 0, rx_drop_icrc) + CNT(&h, 1, rx_drop_icrc);
 	split = CNT(&h, 0, tx_write_split) + CNT(&h, 1, tx_write_split) - split;
 	next = CNT(&h, 0, rx_write_next) + CNT(&h, 1, rx_write_next) - next;
+	runs = CNT(&h, 0, tx_run) + CNT(&h, 1, tx_run) - runs;
 	printf("%s: sent in place %lu, placed on receipt %lu, bad ICRC %lu, WRITE ONLY parts %lu "
-	       "(%lu placed as the next part)\n",
-	       what, tx0, rx0, icrc, split, next);
+	       "(%lu placed as the next part), sent in runs %lu\n",
+	       what, tx0, rx0, icrc, split, next, runs);
+	/* the SENDs and WRITEs of 64 KiB and 1 MiB are runs; READs never */
+	CHECK(want_runs ? runs > 0 && runs <= tx0 : runs == 0,
+	      "%s: %lu packets sent in runs of %lu", what, runs, tx0);
 	/* the WRITEs of 1025 B and more are several packets at MTU 1024 */
 	CHECK(want_split ? split > 0 : split == 0, "%s: %lu WRITE packets sent as WRITE ONLY", what,
 	      split);
