@@ -534,6 +534,7 @@ struct uroce_qp {
 		int retry_cnt, rnr_retry;
 		uint64_t deadline_ns; /* retransmit timer (a probe or the timeout); 0 = idle */
 		uint64_t progress_ns; /* when the timeout last started over */
+		uint64_t heard_ns;    /* the peer's last response (RETRY_EXC_ERR's warning) */
 		uint64_t srtt_ns;     /* smoothed round trip, 0 = none measured yet */
 		uint64_t rtt_t0;      /* rtt_psn's send time, while rtt_on */
 		/* the clock, read once for the packet being sent (req_step, a

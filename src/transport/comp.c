@@ -695,6 +695,7 @@ static void rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
+	qp->req.heard_ns = uroce_ep_rx_clock(qp->ep); /* (the batch's clock) */
 	rcv_response(qp, pkt);
 	rc_sync_inflight(qp);
 }

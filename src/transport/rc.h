@@ -202,6 +202,8 @@ struct uroce_sack_diag {
 	int stall; /* -1: sending */
 	uint64_t stall_t0, t_first, t_last;
 	uint64_t held_ns, held_t0, held_n; /* responder: time holding something */
+	uint64_t resp_log_ns;		   /* responder: the last uroce_sack_resp_diag line */
+	uint32_t resp_log_skipped;
 };
 
 struct uroce_sack {
@@ -532,8 +534,11 @@ static inline void uroce_sd_cause(struct uroce_qp *qp, enum uroce_sd_cause c)
 		qp->sk->diag->cause = (uint8_t)c;
 }
 
-/* Requester: its state, in the debug log (retries exhausted). */
-void uroce_sack_dump(struct uroce_qp *qp);
+/* Requester: its state, in the log at level lvl (retries exhausted). */
+void uroce_sack_dump(struct uroce_qp *qp, int lvl);
+/* Responder: its state when a request it cannot use arrives (a duplicate,
+ * one it cannot hold), at info level, rate-limited (UROCE_SACK_DIAG=1). */
+void uroce_sack_resp_diag(struct uroce_qp *qp, const struct uroce_pkt *pkt, const char *why);
 /* Requester: a reordering check falls due (req.wake_ns): resend the holes
  * that have waited out the reordering window. */
 void uroce_sack_rack(struct uroce_qp *qp, uint64_t now);

@@ -1030,8 +1030,24 @@ void uroce_req_go_back(struct uroce_qp *qp, uint32_t psn)
  * IBV_WC_RETRY_EXC_ERR (and the QP with it). */
 void uroce_req_retry_exceeded(struct uroce_qp *qp)
 {
-	ur_dbg("QP 0x%06x: transport retry counter exceeded", qp->ibqp.qp_base.qp_num);
-	uroce_sack_dump(qp);
+	uint64_t now = uroce_now_ns();
+
+	/* A clear error for the user: how long the peer has said nothing
+	 * (dead, or its process not running - docs/selective-repeat.md,
+	 * "Session 20, helper rex20"), and what the transport knew (info) */
+	if (qp->req.heard_ns && now > qp->req.heard_ns)
+		ur_warn(
+		    "QP 0x%06x: transport retry counter exceeded (%d tries without progress), una "
+		    "PSN %u, next PSN %u; last response from QP 0x%06x %lu ms ago",
+		    qp->ibqp.qp_base.qp_num, qp->attr.retry_cnt + 1, qp->req.una_psn, qp->req.psn,
+		    qp->attr.dest_qp_num, (unsigned long)((now - qp->req.heard_ns) / 1000000));
+	else
+		ur_warn(
+		    "QP 0x%06x: transport retry counter exceeded (%d tries without progress), una "
+		    "PSN %u, next PSN %u; no response from QP 0x%06x",
+		    qp->ibqp.qp_base.qp_num, qp->attr.retry_cnt + 1, qp->req.una_psn, qp->req.psn,
+		    qp->attr.dest_qp_num);
+	uroce_sack_dump(qp, UROCE_LOG_INFO);
 	if (qp->sq.tail == qp->sq.head) {
 		uroce_qp_error(qp);
 		return;
@@ -1103,6 +1119,11 @@ void uroce_req_timer(struct uroce_qp *qp, uint64_t now)
 		return;
 	}
 	uroce_qp_count(qp, timeouts, 1);
+	if (qp->sk && qp->sk->diag) {
+		ur_info("QP 0x%06x: timeout, retry %d left", qp->ibqp.qp_base.qp_num,
+			qp->req.retry_cnt);
+		uroce_sack_dump(qp, UROCE_LOG_INFO);
+	}
 	uroce_cc_timeout(qp);
 	if (qp->req.retry_cnt == 0) {
 		uroce_req_retry_exceeded(qp);

@@ -242,10 +242,12 @@ static enum resp_state check_psn(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uroce_qp_count(qp, oos_req, 1);
 		if (rc_sack_resp(qp) && hold(qp, pkt))
 			return RESPST_DROP;
+		uroce_sack_resp_diag(qp, pkt, "not held");
 		return qp->resp.nak_sent ? RESPST_DROP : RESPST_NAK_PSN_SEQ;
 	}
 	if (d < 0) {
 		uroce_qp_count(qp, dup_req, 1);
+		uroce_sack_resp_diag(qp, pkt, "duplicate");
 		return RESPST_DUPLICATE;
 	}
 	qp->resp.nak_sent = false;

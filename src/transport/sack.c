@@ -861,32 +861,90 @@ void uroce_sack_went_back(struct uroce_qp *qp)
 		qp->sk->rsp[i].rd_done = false;
 }
 
-/* Requester: what a failure to make progress leaves behind (debug log). */
-void uroce_sack_dump(struct uroce_qp *qp)
+/* Requester: what a failure to make progress leaves behind. */
+void uroce_sack_dump(struct uroce_qp *qp, int lvl)
 {
 	struct uroce_sack *sk = qp->sk;
-	uint32_t una = qp->req.una_psn;
+	const struct uroce_qp_counters *c = &qp->stats->c;
+	uint32_t una = qp->req.una_psn, shown = 0;
+	uint64_t now = uroce_now_ns();
 
-	ur_dbg("QP 0x%06x req: una %u psn %u max %u inflight %u rd %u retry %d need_retry %d@%u "
-	       "sq %u/%u/%u off %u nsacked %u rx_no %u srtt %lu",
-	       qp->ibqp.qp_base.qp_num, una, qp->req.psn, qp->req.max_psn, qp->req.inflight,
-	       qp->req.rd_inflight, qp->req.retry_cnt, qp->req.need_retry, qp->req.retry_psn,
-	       qp->sq.tail, qp->sq.req, qp->sq.head, qp->req.offset, sk ? sk->nsacked : 0,
-	       sk ? sk->sack_rx_no : 0, (unsigned long)qp->req.srtt_ns);
+	uroce_log(
+	    lvl,
+	    "QP 0x%06x req: una %u psn %u max %u inflight %u rd %u retry %d need_retry %d@%u "
+	    "sq %u/%u/%u off %u nsacked %u rx_no %u/%d srtt %lu progress %lu us ago probes %u "
+	    "halted %d rnr %ld wake %ld deadline %ld (us from now)",
+	    qp->ibqp.qp_base.qp_num, una, qp->req.psn, qp->req.max_psn, qp->req.inflight,
+	    qp->req.rd_inflight, qp->req.retry_cnt, qp->req.need_retry, qp->req.retry_psn,
+	    qp->sq.tail, qp->sq.req, qp->sq.head, qp->req.offset, sk ? sk->nsacked : 0,
+	    sk ? sk->sack_rx_no : 0, sk ? sk->sack_rx_seen : 0, (unsigned long)qp->req.srtt_ns,
+	    (unsigned long)((now - qp->req.progress_ns) / 1000), qp->req.probes, qp->req.halted,
+	    qp->req.rnr_until_ns ? (long)(qp->req.rnr_until_ns - now) / 1000 : 0,
+	    qp->req.wake_ns ? (long)(qp->req.wake_ns - now) / 1000 : 0,
+	    qp->req.deadline_ns ? (long)(qp->req.deadline_ns - now) / 1000 : 0);
+	uroce_log(
+	    lvl,
+	    "QP 0x%06x req: counters acks_rx %lu sacks_rx %lu piggy_rx %lu naks_rx %lu rnr_rx %lu "
+	    "dup_resp %lu timeouts %lu retries %lu retransmits %lu tx %lu rx %lu send_err(dev) %lu",
+	    qp->ibqp.qp_base.qp_num, (unsigned long)c->acks_rx, (unsigned long)c->sacks_rx,
+	    (unsigned long)c->piggy_rx, (unsigned long)c->naks_rx, (unsigned long)c->rnr_naks_rx,
+	    (unsigned long)c->duplicates, (unsigned long)c->timeouts, (unsigned long)c->retries,
+	    (unsigned long)c->retransmits, (unsigned long)c->tx_pkts, (unsigned long)c->rx_pkts,
+	    (unsigned long)qp->ctx->cnt->send_err);
+	if (sk)
+		uroce_log(
+		    lvl,
+		    "QP 0x%06x req: cwnd %u pipe %u loss_mode %d rack %d seq %u hi %u rack_seq %u "
+		    "sacked_hi %u/%d reo %lu ep_rx %u probe_rx %u",
+		    qp->ibqp.qp_base.qp_num, rc_cwnd(qp), rc_pipe(qp), sk->loss_mode, sk->rack_on,
+		    sk->seq, sk->rack_hi, sk->rack_seq, sk->sacked_hi, sk->sacked_on,
+		    (unsigned long)uroce_sack_reo_wnd(qp),
+		    atomic_load_explicit(&qp->ep->rx_batches, memory_order_relaxed),
+		    qp->req.probe_rx);
 	for (uint32_t i = qp->sq.tail; i != qp->sq.head && i - qp->sq.tail < 8; i++) {
 		struct uroce_swqe *w = swqe(qp, i);
 
-		ur_dbg("  wqe %u op %d len %u state %d psn %u..%u", i, w->opcode, w->length,
-		       w->state, w->first_psn, w->last_psn);
+		uroce_log(lvl, "  wqe %u op %d len %u state %d psn %u..%u", i, w->opcode, w->length,
+			  w->state, w->first_psn, w->last_psn);
 	}
-	for (uint32_t p = una, n = 0; sk && ur_psn_diff(p, qp->req.psn) < 0 && n < 48;
-	     p = (p + 1) & UR_PSN_MASK) {
+	for (uint32_t p = una, n = 0; sk && ur_psn_diff(p, qp->req.psn) < 0 && n < 1100;
+	     p = (p + 1) & UR_PSN_MASK, n++) {
 		struct uroce_sack_tx *t = tx_slot(qp, p);
 
 		/* what is not known received: sent and not held, or a READ
 		 * response not placed */
-		if ((t && !t->sacked) || (!t && !rc_sack_placed(qp, p) && n++ < 48))
-			ur_dbg("  psn %u tx %s seq %u sacked %d placed %d", p, t ? "yes" : "no",
-			       t ? t->seq : 0, t ? t->sacked : 0, rc_sack_placed(qp, p));
+		if (((t && !t->sacked) || (!t && !rc_sack_placed(qp, p))) && shown++ < 24)
+			uroce_log(lvl, "  psn %u tx %s seq %u sacked %d placed %d sent %ld us ago",
+				  p, t ? "yes" : "no", t ? t->seq : 0, t ? t->sacked : 0,
+				  rc_sack_placed(qp, p), t ? (long)(now - t->ts) / 1000 : -1);
 	}
+	if (shown > 24)
+		uroce_log(lvl, "  (%u more not known received)", shown - 24);
+}
+
+void uroce_sack_resp_diag(struct uroce_qp *qp, const struct uroce_pkt *pkt, const char *why)
+{
+	struct uroce_sack *sk = qp->sk;
+	const struct uroce_qp_counters *c = &qp->stats->c;
+	uint64_t now;
+
+	if (!sk || !sk->diag)
+		return;
+	now = uroce_now_ns();
+	if (now - sk->diag->resp_log_ns < 20000000ull) {
+		sk->diag->resp_log_skipped++;
+		return;
+	}
+	ur_info("QP 0x%06x resp: %s psn %u op 0x%02x epoch %u: expected %u nak_sent %d nheld %u "
+		"held_hi %u epoch %u ack_pending %d ack_psn %u acked %d@%u sack_no %u msn %u "
+		"(dup %lu oos %lu held %lu acks %lu sacks %lu naks %lu rnr %lu, %u lines skipped)",
+		qp->ibqp.qp_base.qp_num, why, pkt->psn, pkt->opcode, ur_bth_epoch(pkt->bth),
+		qp->resp.psn, qp->resp.nak_sent, sk->nheld, sk->held_hi, sk->held_epoch,
+		qp->resp.ack_pending, qp->resp.ack_psn, qp->resp.acked, qp->resp.acked_psn,
+		sk->sack_no, qp->resp.msn, (unsigned long)c->dup_req, (unsigned long)c->oos_req,
+		(unsigned long)c->held_req, (unsigned long)c->acks_tx, (unsigned long)c->sacks_tx,
+		(unsigned long)c->naks_tx, (unsigned long)c->rnr_naks_tx,
+		sk->diag->resp_log_skipped);
+	sk->diag->resp_log_ns = now;
+	sk->diag->resp_log_skipped = 0;
 }

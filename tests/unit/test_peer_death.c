@@ -452,6 +452,58 @@ static void parent_close(struct parent *p, struct result *res)
 	free(p->buf);
 }
 
+/* The library's log (stderr) while the dead peer's WR fails, in a file. */
+static FILE *log_capture_start(int *saved)
+{
+	FILE *f = tmpfile();
+
+	fflush(stderr);
+	*saved = f ? dup(2) : -1;
+	if (*saved < 0 || dup2(fileno(f), 2) < 0) {
+		CHECK(0, "log capture: %s", strerror(errno));
+		if (f)
+			fclose(f);
+		return NULL;
+	}
+	return f;
+}
+
+/* The warning a RETRY_EXC_ERR leaves (req.c uroce_req_retry_exceeded): the
+ * retries spent, and how long the peer had said nothing - at least the
+ * last timeout (any response would have started it over; the time to the
+ * error as this thread sees it may be longer on a loaded machine)
+ * (docs/selective-repeat.md, "Session 20, helper rex20"). */
+static void log_capture_check(FILE *f, int saved, const struct scen *sc)
+{
+	double T_ms = fu_timeout_s(sc->timeout) * 1e3;
+	char line[1024], want[96];
+	unsigned long ms = 0;
+	bool seen = false;
+
+	if (!f)
+		return;
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	snprintf(want, sizeof(want), "transport retry counter exceeded (%u tries without progress)",
+		 sc->retry_cnt + 1u);
+	rewind(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *m = strstr(line, want),
+			   *r = m ? strstr(m, "last response from QP") : NULL;
+
+		fputs(line, stderr); /* (as it would have appeared) */
+		if (r && sscanf(r, "last response from QP %*x %lu ms ago", &ms) == 1)
+			seen = true;
+	}
+	fclose(f);
+	CHECK(seen, "%s: no warning \"%s ... last response from QP ... ms ago\"", mix_name[sc->mix],
+	      want);
+	CHECK(!seen || (double)ms + 1 >= T_ms * 0.9,
+	      "%s: last response %lu ms before the error, less than a timeout (%.1f ms)",
+	      mix_name[sc->mix], ms, T_ms);
+}
+
 /* One try of a scenario.  Returns false, having checked nothing, when the
  * connection already failed before the kill (a scheduling stall longer than
  * the short timeouts some scenarios use, on a loaded machine): the caller
@@ -467,6 +519,8 @@ static bool peer_death_try(const struct scen *sc, struct result *res, int attemp
 	char ready;
 	pid_t pid;
 	unsigned int f0 = failed;
+	FILE *cap;
+	int saved;
 	bool ok;
 
 	memset(res, 0, sizeof(*res));
@@ -529,8 +583,10 @@ static bool peer_death_try(const struct scen *sc, struct result *res, int attemp
 		return true;
 	}
 
+	cap = log_capture_start(&saved);
 	got = 1 + wait_send_wcs(&p, wc + 1, NWR - 1, t_kill + WAIT_CAP, &t_err);
 	t_end = fu_now();
+	log_capture_check(cap, saved, sc);
 	cpu = fu_cpu() - cpu0;
 	res->cpu_frac = cpu / (t_end - t_kill);
 	CHECK(got == NWR, "%s: %d of %d completions after %.1f s", mix_name[sc->mix], got, NWR,
