@@ -158,10 +158,10 @@ static bool hold(struct uroce_qp *qp, struct uroce_pkt *pkt)
 }
 
 /* The receive WQE the next message takes, into the cache now.  It was
- * posted a receive queue ago (perftest: 512 messages), and reading it was
- * a cache miss: three quarters of the responder's samples in a pinned
- * ping-pong's profile (docs/latency.md, "Session 20").  (A slot not
- * posted yet is written by ibv_post_recv, which finds it there too.) */
+ * posted a receive queue ago (perftest keeps the queue full), and reading
+ * it was a cache miss: three quarters of the responder's samples in a
+ * pinned ping-pong's profile (docs/latency.md, "Session 20").  (A slot
+ * not posted yet is written by ibv_post_recv, which finds it there too.) */
 static void rq_prefetch(const struct uroce_qp *qp)
 {
 	const char *p;
