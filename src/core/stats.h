@@ -81,7 +81,7 @@
 	X(rx_fast, "rcvd_fast_requests",                                                           \
 	  "SEND/WRITE ONLY requests taken by the responder's common-case path (resp.c)")           \
 	X(rx_fast_acks, "rcvd_fast_acks",                                                          \
-	  "ACKs of the one outstanding WQE completed by the completer's common-case path (comp.c)")\
+	  "ACKs of the one outstanding WQE taken by the completer's common-case path (comp.c)")    \
 	X(app_waits, "app_ack_waits",                                                              \
 	  "ibv_poll_cq slept on the sockets: many packets in flight, CQs empty (endpoint.c)")      \
 	X(app_yields, "app_yields", "ibv_poll_cq gave the CPU away: CQs empty for a while (cq.c)") \
