@@ -80,6 +80,10 @@
 	X(rx_write_next, "rcvd_write_next",                                                        \
 	  "WRITE ONLY packets continuing the WRITE before them, placed while checked "             \
 	  "(rx_place.c)")                                                                          \
+	X(rx_fast, "rcvd_fast_requests",                                                           \
+	  "SEND/WRITE ONLY requests taken by the responder's common-case path (resp.c)")           \
+	X(rx_fast_acks, "rcvd_fast_acks",                                                          \
+	  "ACKs of the one outstanding WQE taken by the completer's common-case path (comp.c)")    \
 	X(app_waits, "app_ack_waits",                                                              \
 	  "ibv_poll_cq slept on the sockets: many packets in flight, CQs empty (endpoint.c)")      \
 	X(app_yields, "app_yields", "ibv_poll_cq gave the CPU away: CQs empty for a while (cq.c)") \

@@ -74,6 +74,24 @@ void uroce_comp_retire(struct uroce_qp *qp)
 	}
 }
 
+/* The responder acknowledged every PSN up to and including psn, past
+ * una_psn: una moves past it. */
+static void una_advance(struct uroce_qp *qp, uint32_t psn)
+{
+	uint32_t old = qp->req.una_psn;
+
+	if (qp->sk)
+		uroce_cc_acked(qp, (uint32_t)ur_psn_diff(psn + 1, qp->req.una_psn));
+	uroce_req_rtt(qp, psn);
+	qp->req.una_psn = (psn + 1) & UR_PSN_MASK;
+	if (qp->sk)
+		uroce_sack_acked(qp, old);
+	qp->req.need_retry = false;
+	/* IBTA C9-?: forward progress resets the retry counters */
+	qp->req.retry_cnt = qp->attr.retry_cnt;
+	qp->req.rnr_retry = qp->attr.rnr_retry;
+}
+
 /* The responder acknowledged every PSN up to and including psn.  Returns
  * false when a READ (or atomic) whose responses have not all arrived is
  * covered: an implied NAK (IBTA 9.7.5.1.1) - its responses were lost. */
@@ -111,20 +129,8 @@ static bool ack_upto(struct uroce_qp *qp, uint32_t psn)
 			psn = (miss - 1) & UR_PSN_MASK;
 		}
 	}
-	if (ur_psn_diff(psn + 1, qp->req.una_psn) > 0) {
-		uint32_t old = qp->req.una_psn;
-
-		if (qp->sk)
-			uroce_cc_acked(qp, (uint32_t)ur_psn_diff(psn + 1, qp->req.una_psn));
-		uroce_req_rtt(qp, psn);
-		qp->req.una_psn = (psn + 1) & UR_PSN_MASK;
-		if (qp->sk)
-			uroce_sack_acked(qp, old);
-		qp->req.need_retry = false;
-		/* IBTA C9-?: forward progress resets the retry counters */
-		qp->req.retry_cnt = qp->attr.retry_cnt;
-		qp->req.rnr_retry = qp->attr.rnr_retry;
-	}
+	if (ur_psn_diff(psn + 1, qp->req.una_psn) > 0)
+		una_advance(qp, psn);
 	{
 		int32_t inflight = ur_psn_diff(qp->req.psn, qp->req.una_psn);
 
@@ -572,6 +578,43 @@ static void do_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	resp_placed(qp, pkt->psn, !!(pkt->mask & URM_END), w);
 }
 
+/* The common case of an ACK (docs/latency.md, "Session 20"): on a QP in
+ * RTS it acknowledges exactly the one WQE outstanding - a SEND or WRITE,
+ * all of it sent, nothing queued behind it - and with it every PSN sent.
+ * That is check_psn()'s COMPST_ACK (9.7.5.1.1: from the oldest
+ * unacknowledged PSN to the most recent one sent), and ack_upto()
+ * completes that WQE alone: no READ or atomic whose responses it would
+ * show lost (9.7.5.1.1), no WQE being sent in parts.  uroce_req_run()
+ * after it has nothing to send (no RNR back-off pending either). */
+static bool ack_one_fits(struct uroce_qp *qp, uint32_t psn)
+{
+	struct uroce_swqe *w;
+
+	if (!(uroce_rc_fast() & UROCE_RC_FAST_ACK) || qp->attr.qp_state != IBV_QPS_RTS ||
+	    qp->sq.tail + 1 != qp->sq.req || qp->sq.req != qp->sq.head || qp->req.offset ||
+	    qp->req.rnr_until_ns || (qp->sk && qp->sk->diag) ||
+	    psn != ((qp->req.psn - 1) & UR_PSN_MASK) || ur_psn_diff(psn, qp->req.max_psn) >= 0)
+		return false;
+	w = swqe(qp, qp->sq.tail);
+	return w->state == UROCE_WQE_SENT && !swqe_is_rd(w) && w->last_psn == psn &&
+	       w->first_psn == qp->req.una_psn;
+}
+
+/* ack_upto(qp, psn) and uroce_req_run() for it, ack_one_fits() said so. */
+static void ack_one(struct uroce_qp *qp, uint32_t psn)
+{
+	ur_trace("QP 0x%06x rx ack psn %u: fast", qp->ibqp.qp_base.qp_num, psn);
+	uroce_count(qp->ctx, rx_fast_acks, 1);
+	uroce_qp_count(qp, acks_rx, 1);
+	swqe(qp, qp->sq.tail)->state = UROCE_WQE_DONE;
+	una_advance(qp, psn);
+	qp->req.inflight = 0;
+	uroce_comp_retire(qp);
+	if (qp->attr.qp_state != IBV_QPS_ERR)
+		qp->req.deadline_ns = 0; /* uroce_req_arm: nothing in flight */
+	rc_sync_inflight(qp);
+}
+
 static void rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	enum comp_state s;
@@ -595,6 +638,11 @@ static void rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	 * requester expects none */
 	if ((pkt->opcode & UR_TR_MASK) != qp->tr || qp->tr == UR_TR_UC) {
 		uroce_qp_count(qp, rx_drop_state, 1);
+		return;
+	}
+	if (pkt->opcode == (UR_OPC_ACK | UR_TR_RC) &&
+	    (ur_aeth_syn(pkt) & UR_AETH_TYPE_MASK) == UR_AETH_ACK && ack_one_fits(qp, pkt->psn)) {
+		ack_one(qp, pkt->psn);
 		return;
 	}
 	s = check_psn(qp, pkt);
@@ -708,11 +756,22 @@ void uroce_rcv_response(struct uroce_qp *qp, struct uroce_pkt *pkt)
 void uroce_rcv_piggy(struct uroce_qp *qp, const struct uroce_pkt *req, const uint8_t *ext)
 {
 	uint8_t buf[UR_BTH_BYTES + UR_AETH_BYTES + UR_ICRC_BYTES];
+	uint32_t psn = ur_get32(ext) & UR_PSN_MASK;
 	struct uroce_pkt ack;
 
 	if (!qp->piggy || qp->tr != UR_TR_RC)
 		return;
-	uroce_pkt_init(&ack, buf, UR_OPC_ACK | UR_TR_RC, req->qpn, ur_get32(ext) & UR_PSN_MASK, 0);
+	/* the common case without the packet (ack_one_fits): what
+	 * rcv_response() takes from its BTH, then the ACK */
+	if ((ext[4] & UR_AETH_TYPE_MASK) == UR_AETH_ACK && ack_one_fits(qp, psn)) {
+		uroce_qp_count(qp, piggy_rx, 1);
+		if (qp->sk && (req->bth[4] & UR_BTH4_SACK))
+			qp->sk->peer_resp = true; /* uroce_sack_rx */
+		qp->piggy_peer = true;		  /* UR_BTH4_PIGGY_OK */
+		ack_one(qp, psn);
+		return;
+	}
+	uroce_pkt_init(&ack, buf, UR_OPC_ACK | UR_TR_RC, req->qpn, psn, 0);
 	memcpy(buf + 2, req->bth + 2, 2); /* P_Key */
 	buf[4] = (uint8_t)((req->bth[4] & UR_BTH4_SACK) | UR_BTH4_PIGGY_OK);
 	ur_aeth_set(&ack, ext[4], ur_get32(ext + 4) & 0xffffffu);

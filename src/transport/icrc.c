@@ -97,6 +97,13 @@ uint32_t uroce_crc32(uint32_t crc, const void *buf, size_t len)
 {
 	if (!len)
 		return crc; /* (a packet's empty pad, or nothing after a payload) */
+	/* below 16 bytes ISA-L's kernel goes byte by byte: the table is two
+	 * to three times as fast there (2 bytes: 16-17 against 49-56 TSC
+	 * ticks a call; 10: 25-28 against 51-63), slower from 16 bytes on
+	 * (docs/latency.md, "Session 20") - a ping-pong's SEND ONLY has 12
+	 * bytes after its BTH, the piggy-backed ACK's 8 included */
+	if (len < 16)
+		return uroce_crc32_sw(crc, buf, len);
 	if (len >= 128 && uroce_crc32_clmul_level() == 2)
 		return uroce_crc32_clmul(crc, buf, len);
 #ifdef UROCE_HAVE_ISAL

@@ -152,6 +152,13 @@ static inline uint64_t rc_timeout_ns(const struct uroce_qp *qp)
 	return t < 2000000ull ? 2000000ull : t;
 }
 
+/* The common-case paths of the responder (resp.c rcv_fast) and the
+ * completer (comp.c ack_one; docs/latency.md, "Session 20"): bit 0 and bit
+ * 1 of UROCE_RC_FAST (default 3; 0: the general steps only, for A/B). */
+#define UROCE_RC_FAST_RESP 1u
+#define UROCE_RC_FAST_ACK  2u
+unsigned int uroce_rc_fast(void);
+
 /* ---- Selective repeat between uroce peers (sack.c, docs/design.md) ----
  * Both ends must offer it: every packet of a QP that does carries
  * UR_BTH4_SACK, and each side notes whether its peer's packets do.  The

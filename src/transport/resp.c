@@ -157,6 +157,22 @@ static bool hold(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	return true;
 }
 
+/* The receive WQE the next message takes, into the cache now.  It was
+ * posted a receive queue ago (perftest keeps the queue full), and reading
+ * it was a cache miss: three quarters of the responder's samples in a
+ * pinned ping-pong's profile (docs/latency.md, "Session 20").  (A slot
+ * not posted yet is written by ibv_post_recv, which finds it there too.) */
+static void rq_prefetch(const struct uroce_qp *qp)
+{
+	const char *p;
+
+	if (qp->ibqp.qp_base.srq || !qp->rq.size)
+		return;
+	p = (const char *)&qp->rq.wqe[qp->rq.tail & (qp->rq.size - 1)];
+	__builtin_prefetch(p);
+	__builtin_prefetch(p + 31); /* wr_id to sg[0]: across a line */
+}
+
 /* Take a receive WQE (from the SRQ if the QP has one); false if none. */
 static bool take_rwqe(struct uroce_qp *qp)
 {
@@ -164,6 +180,7 @@ static bool take_rwqe(struct uroce_qp *qp)
 		return false;
 	qp->resp.have_rwqe = true;
 	qp->resp.rcv_offset = 0;
+	rq_prefetch(qp);
 	return true;
 }
 
@@ -295,21 +312,28 @@ static enum resp_state check_resource(struct uroce_qp *qp, struct uroce_pkt *pkt
 /* R_Key checks (IBTA 10.6.3.2 / C9-?): the QP grants the access, the key
  * names an MR of the QP's PD with that access, and the range is inside it.
  * Caller holds mr_lock. */
+static struct uroce_mr *rkey_mr(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len,
+				unsigned int access)
+{
+	struct uroce_mr *mr = uroce_mr_lookup(qp->ctx, rkey);
+
+	/* a type 2 window is reachable only through the QP it was bound on */
+	if (mr && mr->kind == UROCE_KEY_MW2 && mr->mw_qpn != qp->ibqp.qp_base.qp_num)
+		return NULL;
+	return mr && uroce_pd_same(mr->ibmr.pd, resp_pd(qp)) && (mr->access & access) &&
+		       uroce_mr_ptr(mr, va, len)
+		   ? mr
+		   : NULL;
+}
+
 static bool rkey_ok(struct uroce_qp *qp, uint32_t rkey, uint64_t va, uint32_t len,
 		    unsigned int access)
 {
-	struct uroce_mr *mr;
-
 	if (!(qp->attr.qp_access_flags & access))
 		return false;
 	if (len == 0)
 		return true; /* zero-length: no key check (C9-?) */
-	mr = uroce_mr_lookup(qp->ctx, rkey);
-	/* a type 2 window is reachable only through the QP it was bound on */
-	if (mr && mr->kind == UROCE_KEY_MW2 && mr->mw_qpn != qp->ibqp.qp_base.qp_num)
-		return false;
-	return mr && uroce_pd_same(mr->ibmr.pd, resp_pd(qp)) && (mr->access & access) &&
-	       uroce_mr_ptr(mr, va, len);
+	return rkey_mr(qp, rkey, va, len, access);
 }
 
 static enum resp_state check_rkey(struct uroce_qp *qp, struct uroce_pkt *pkt)
@@ -354,6 +378,8 @@ static enum resp_state check_rkey(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	return RESPST_EXECUTE;
 }
 
+static enum resp_state send_done(struct uroce_qp *qp, struct uroce_pkt *pkt);
+
 static enum resp_state exec_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	enum ibv_wc_status st;
@@ -371,6 +397,13 @@ static enum resp_state exec_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		complete_recv(qp, NULL, st, IBV_WC_RECV, qp->resp.rcv_offset);
 		return st == IBV_WC_LOC_LEN_ERR ? RESPST_NAK_INVALID : RESPST_NAK_OP;
 	}
+	return send_done(qp, pkt);
+}
+
+/* A SEND packet's payload is in the receive WQE: the message goes on, or
+ * completes. */
+static enum resp_state send_done(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
 	qp->resp.rcv_offset += pkt->paylen;
 	qp->resp.in_send = !(pkt->mask & URM_END);
 	/* SEND with invalidate (IBTA 9.4.1.1.?): the named type 2 window of
@@ -385,16 +418,23 @@ static enum resp_state exec_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	return RESPST_DONE;
 }
 
+static void write_done(struct uroce_qp *qp, struct uroce_pkt *pkt);
+
+/* A WRITE's first packet: the range its RETH names (C9-?). */
+static void write_start(struct uroce_qp *qp, const struct uroce_pkt *pkt)
+{
+	qp->resp.write_va = ur_reth_va(pkt);
+	qp->resp.write_rkey = ur_reth_rkey(pkt);
+	qp->resp.write_len = ur_reth_len(pkt);
+	qp->resp.write_offset = 0;
+}
+
 static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	uint8_t *dst = NULL;
 
-	if (pkt->mask & URM_RETH) {
-		qp->resp.write_va = ur_reth_va(pkt);
-		qp->resp.write_rkey = ur_reth_rkey(pkt);
-		qp->resp.write_len = ur_reth_len(pkt);
-		qp->resp.write_offset = 0;
-	}
+	if (pkt->mask & URM_RETH)
+		write_start(qp, pkt);
 	if ((uint64_t)qp->resp.write_offset + pkt->paylen > qp->resp.write_len ||
 	    ((pkt->mask & URM_END) &&
 	     (uint64_t)qp->resp.write_offset + pkt->paylen != qp->resp.write_len))
@@ -417,6 +457,14 @@ static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		if (!dst)
 			return RESPST_NAK_ACCESS; /* the MR went away mid-message */
 	}
+	write_done(qp, pkt);
+	return RESPST_DONE;
+}
+
+/* A WRITE packet's payload is in place: the message goes on, or ends
+ * (with a receive completion for its immediate). */
+static void write_done(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
 	qp->resp.write_offset += pkt->paylen;
 	qp->resp.in_write = !(pkt->mask & URM_END);
 	/* a WRITE ONLY that goes on from here may be placed while checked */
@@ -427,7 +475,6 @@ static enum resp_state exec_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		complete_recv(qp, pkt, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
 			      qp->resp.write_len);
 	}
-	return RESPST_DONE;
 }
 
 /* The n READ responses for [va, va+len) at psn as one pull record
@@ -725,6 +772,25 @@ static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	qp->resp.ack_psn = (qp->resp.psn - 1) & UR_PSN_MASK;
 }
 
+/* The request pkt is done: the next PSN is expected, and it is owed an
+ * ACK.  Acknowledged once per receive batch, whether it asked (AckReq) or
+ * not (an unsolicited ACK is always allowed, 9.7.5.1): a requester that
+ * its window or its endpoint's budget stopped with no AckReq outstanding
+ * must not wait for its timeout.  (complete_recv may have acknowledged it
+ * already.) */
+static void resp_done(struct uroce_qp *qp, const struct uroce_pkt *pkt)
+{
+	qp->resp.psn = (pkt->psn + 1) & UR_PSN_MASK;
+	if (pkt->mask & URM_END)
+		qp->resp.msn = (qp->resp.msn + 1) & 0xffffffu;
+	if (!(qp->resp.acked && qp->resp.acked_psn == pkt->psn)) {
+		qp->resp.ack_pending = true;
+		qp->resp.ack_psn = pkt->psn;
+		if (pkt->ackreq)
+			qp->resp.ack_eager = true;
+	}
+}
+
 static void rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	enum resp_state s = RESPST_CHECK_PSN;
@@ -792,21 +858,7 @@ static void rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			duplicate(qp, pkt);
 			return;
 		case RESPST_DONE:
-			qp->resp.psn = (pkt->psn + 1) & UR_PSN_MASK;
-			if (pkt->mask & URM_END)
-				qp->resp.msn = (qp->resp.msn + 1) & 0xffffffu;
-			/* Acknowledged once per receive batch, whether it
-			 * asked (AckReq) or not (an unsolicited ACK is always
-			 * allowed, 9.7.5.1): a requester that its window or
-			 * its endpoint's budget stopped with no AckReq
-			 * outstanding must not wait for its timeout.
-			 * (complete_recv may have acknowledged it already.) */
-			if (!(qp->resp.acked && qp->resp.acked_psn == pkt->psn)) {
-				qp->resp.ack_pending = true;
-				qp->resp.ack_psn = pkt->psn;
-				if (pkt->ackreq)
-					qp->resp.ack_eager = true;
-			}
+			resp_done(qp, pkt);
 			return;
 		case RESPST_NAK_PSN_SEQ:
 		case RESPST_RNR:
@@ -865,10 +917,123 @@ static void rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 }
 
+unsigned int uroce_rc_fast(void)
+{
+	static uint64_t v = UINT64_MAX;
+
+	return (unsigned int)uroce_env_num("UROCE_RC_FAST", 3, &v);
+}
+
+/* The common case in one pass (docs/latency.md, "Session 20"): an RC SEND
+ * ONLY, SEND ONLY with immediate, RDMA WRITE ONLY or WRITE ONLY with
+ * immediate with exactly the expected PSN, no message in progress, nothing
+ * held after a gap.  Each check of rcv_request()'s steps that can fail for
+ * such a packet is made here, before anything changes; any that fails -
+ * and anything else - returns false with nothing done, and rcv_request()
+ * takes the packet as before (its NAKs, RNR NAKs, duplicates, drops).
+ * What the steps would do for it is then done in the same order, with
+ * their own helpers.  The checks, by step:
+ *   rcv_request: an RC opcode on an RC QP (C10-?: another transport's
+ *     packets are dropped); RTS, or RTR once communication is established
+ *     (RESET, INIT and ERR drop; RTR's first packet reports COMM_EST,
+ *     11.6.3.2; SQD and SQE: rcv_request); not a pull record.
+ *   check_psn (9.7.5.1.1): the expected PSN - not a duplicate, not after
+ *     a gap; no packet held (uroce_sack_rx, the held ones after it).
+ *   check_op_seq (C9-?, as there): an ONLY starts a message: none may be in
+ *     progress, SEND or WRITE.
+ *   check_resource: an ONLY ends its message, so at most an MTU of
+ *     payload (invalid request else); a SEND or a WRITE with immediate
+ *     takes a receive WQE - the QP's own, none taken yet (an SRQ, or none
+ *     posted, an RNR NAK (9.7.5.2.8): rcv_request).
+ *   check_rkey (10.6.3.2, C9-?): the QP grants remote write, the RETH's
+ *     length is the payload's (exec_write: C9-?, it must match; and so
+ *     within max_msg_sz), the R_Key names an MR of the QP's PD with
+ *     remote write that holds the range (a type 2 window: bound through
+ *     this QP) - not ODP memory, whose copy may fault (exec_write); no
+ *     key check for zero bytes; a WRITE ONLY placed while checked
+ *     (rx_place.c) had these checks there.
+ *   exec_send: the payload fits the receive WQE's SGEs, their L_Keys name
+ *     MRs of the PD with local write (uroce_sge_copy; 9.9.3.1.2 else).
+ *   SEND ONLY with invalidate is not taken (its window invalidation). */
+static bool rcv_fast(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	enum ibv_qp_state qs = qp->attr.qp_state;
+	struct uroce_rwqe *w = NULL;
+	enum ibv_wc_status st;
+	int r = 0;
+
+	switch (pkt->opcode) {
+	case UR_OPC_SEND_ONLY:
+	case UR_OPC_SEND_ONLY_IMM:
+	case UR_OPC_WRITE_ONLY:
+	case UR_OPC_WRITE_ONLY_IMM:
+		break;
+	default:
+		return false;
+	}
+	if (!(uroce_rc_fast() & UROCE_RC_FAST_RESP) || qp->tr != UR_TR_RC ||
+	    !(qs == IBV_QPS_RTS || (qs == IBV_QPS_RTR && qp->resp.comm_est)) ||
+	    (pkt->bth[4] & UR_BTH4_PULL) || pkt->psn != qp->resp.psn || (qp->sk && qp->sk->nheld) ||
+	    qp->resp.in_send || qp->resp.in_write || qp->resp.have_rwqe || pkt->paylen > qp->mtu)
+		return false;
+	if (pkt->mask & URM_RWR) {
+		if (qp->ibqp.qp_base.srq || qp->rq.head == qp->rq.tail)
+			return false;
+		w = &qp->rq.wqe[qp->rq.tail & (qp->rq.size - 1)];
+	}
+	if (pkt->mask & URM_SEND) {
+		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		r = uroce_sge_copy(qp->ctx, resp_pd(qp), w->sg, w->num_sge, 0, pkt->payload,
+				   pkt->paylen, true, &st);
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	} else if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) ||
+		   ur_reth_len(pkt) != pkt->paylen) {
+		r = -1;
+	} else if (pkt->paylen && !pkt->placed) {
+		struct uroce_mr *mr;
+
+		pthread_rwlock_rdlock(&qp->ctx->mr_lock);
+		mr = rkey_mr(qp, ur_reth_rkey(pkt), ur_reth_va(pkt), pkt->paylen,
+			     IBV_ACCESS_REMOTE_WRITE);
+		if (mr && !mr->odp)
+			memcpy(uroce_mr_ptr(mr, ur_reth_va(pkt), pkt->paylen), pkt->payload,
+			       pkt->paylen);
+		else
+			r = -1;
+		pthread_rwlock_unlock(&qp->ctx->mr_lock);
+	}
+	if (r)
+		return false;
+	ur_trace("QP 0x%06x rx %s psn %u: fast", qp->ibqp.qp_base.qp_num,
+		 uroce_opcode_name(pkt->opcode), pkt->psn);
+	uroce_count(qp->ctx, rx_fast, 1);
+	if (qp->sk && (pkt->bth[4] & UR_BTH4_SACK))
+		qp->sk->peer_req = true; /* uroce_sack_rx */
+	qp->resp.nak_sent = false;	 /* check_psn */
+	if (w) {			 /* check_resource: take_rwqe */
+		qp->resp.rwqe.wr_id = w->wr_id;
+		qp->resp.have_rwqe = true;
+		qp->resp.rcv_offset = 0;
+		qp->rq.tail++;
+		rq_prefetch(qp);
+	}
+	qp->resp.write_next = false; /* execute */
+	if (pkt->mask & URM_SEND) {
+		send_done(qp, pkt);
+	} else {
+		write_start(qp, pkt);
+		write_done(qp, pkt);
+	}
+	resp_done(qp, pkt);
+	return true;
+}
+
 void uroce_rcv_request(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	struct uroce_pkt held;
 
+	if (rcv_fast(qp, pkt))
+		return;
 	uroce_sack_rx(qp, pkt);
 	rcv_request(qp, pkt);
 	/* Packets held after a gap that this one filled go through the same

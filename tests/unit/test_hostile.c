@@ -1022,6 +1022,175 @@ static int req_start(int n, int rd)
 	return sent;
 }
 
+/* The common-case paths (resp.c rcv_fast, comp.c ack_one; docs/latency.md
+ * "Session 20"): a SEND ONLY, SEND ONLY with immediate, WRITE ONLY and
+ * WRITE ONLY with immediate in sequence are taken by the responder's
+ * (rcvd_fast_requests counts each), with the same ACKs, completions and
+ * bytes as the general steps; a duplicate, a PSN after a gap, a SEND with
+ * no receive posted, one longer than its receive buffer, a bad R_Key, the
+ * first packet in RTR and a QP in ERR are not, and are answered as before.
+ * An ACK of the one outstanding SEND is completed by the completer's; one
+ * of part of several WQEs, and a NAK, are not. */
+static void test_fast_path(void)
+{
+	uint64_t f0, dup = QPC(T.rc, dup_req), oos = QPC(T.rc, oos_req),
+		     rnr = QPC(T.rc, rnr_naks_tx), drop = QPC(T.rc, rx_drop_state);
+	struct uroce_qp *rq = to_uqp(T.rc), *sq = to_uqp(T.req);
+	struct ibv_wc wc[8];
+	struct reply r;
+	int n;
+
+	/* first packet in RTR: the general steps (COMM_EST), then the path */
+	qp_fresh_to(T.rc, IBV_QPS_RTR, ACC_ALL);
+	post_recvs(T.rc, 0, RBUF / 2);
+	drain_cqs();
+	sink_drain();
+	snap();
+	f0 = DEV(rx_fast);
+	mk(UR_OPC_SEND_ONLY, qpn_of(T.rc), PSN0, 16);
+	send_p();
+	CHECK(expect_reply(ACK_OK, PSN0, 0, "RTR: first SEND") && DEV(rx_fast) == f0 &&
+		  rq->resp.comm_est,
+	      "the first packet in RTR takes the general steps");
+	mk(UR_OPC_SEND_ONLY, qpn_of(T.rc), PSN0 + 1, 16);
+	send_p();
+	CHECK(expect_reply(ACK_OK, PSN0 + 1, 0, "RTR: second SEND") && DEV(rx_fast) == f0 + 1,
+	      "the second in RTR takes the path (%llu)", (unsigned long long)(DEV(rx_fast) - f0));
+	n = poll_all(T.cq, wc, 8);
+	CHECK(n == 2 && wc[0].status == IBV_WC_SUCCESS && wc[1].status == IBV_WC_SUCCESS &&
+		  wc[1].wr_id == 1 && wc[1].byte_len == 16 && wc[1].opcode == IBV_WC_RECV,
+	      "RTR: two receives completed (%d)", n);
+
+	/* the four opcodes in sequence */
+	fresh(T.rc, ACC_ALL);
+	f0 = DEV(rx_fast);
+	mk(UR_OPC_SEND_ONLY, qpn_of(T.rc), PSN0, 16);
+	send_p();
+	CHECK(expect_reply(ACK_OK, PSN0, 0, "SEND_ONLY"), "SEND ONLY acknowledged");
+	mk(UR_OPC_SEND_ONLY_IMM, qpn_of(T.rc), PSN0 + 1, 8);
+	ur_immdt_set_raw(&P, htobe32(0x11223344u));
+	send_p();
+	CHECK(expect_reply(ACK_OK, PSN0 + 1, 0, "SEND_ONLY_IMM"), "SEND ONLY IMM acknowledged");
+	mk(UR_OPC_WRITE_ONLY, qpn_of(T.rc), PSN0 + 2, 16);
+	ur_reth_set(&P, T.va[M_ALL] + 64, T.key[M_ALL], 16);
+	send_p();
+	CHECK(expect_reply(ACK_OK, PSN0 + 2, 0, "WRITE_ONLY"), "WRITE ONLY acknowledged");
+	mk(UR_OPC_WRITE_ONLY_IMM, qpn_of(T.rc), PSN0 + 3, 0);
+	ur_reth_set(&P, T.va[M_ALL], T.key[M_ALL], 0);
+	ur_immdt_set_raw(&P, htobe32(0x55667788u));
+	send_p();
+	CHECK(expect_reply(ACK_OK, PSN0 + 3, 0, "WRITE_ONLY_IMM"), "WRITE ONLY IMM acknowledged");
+	CHECK(DEV(rx_fast) - f0 == 4, "4 requests on the path (%llu)",
+	      (unsigned long long)(DEV(rx_fast) - f0));
+	n = poll_all(T.cq, wc, 8);
+	CHECK(n == 3 && wc[0].wr_id == 0 && wc[0].byte_len == 16 && wc[0].opcode == IBV_WC_RECV &&
+		  !(wc[0].wc_flags & IBV_WC_WITH_IMM) && wc[1].wr_id == 1 && wc[1].byte_len == 8 &&
+		  (wc[1].wc_flags & IBV_WC_WITH_IMM) && wc[1].imm_data == htobe32(0x11223344u) &&
+		  wc[2].wr_id == 2 && wc[2].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+		  wc[2].byte_len == 0 && wc[2].imm_data == htobe32(0x55667788u) &&
+		  wc[0].status == IBV_WC_SUCCESS && wc[1].status == IBV_WC_SUCCESS &&
+		  wc[2].status == IBV_WC_SUCCESS && wc[2].src_qp == to_uqp(T.rc)->attr.dest_qp_num,
+	      "3 receive completions as the general steps make them (%d)", n);
+	CHECK(mem(M_RECV)[0] == 0xa0 && mem(M_RECV)[15] == 0xa0 + 15 &&
+		  mem(M_RECV)[RBUF + 7] == 0xa7 && mem(M_ALL)[64] == 0xa0 &&
+		  mem(M_ALL)[79] == 0xa0 + 15,
+	      "the bytes landed");
+	CHECK(rq->resp.psn == ((PSN0 + 4) & UR_PSN_MASK) && rq->resp.msn == 4 &&
+		  rq_count(T.rc) == NRECV - 3,
+	      "PSN %u, MSN %u, %u receives left", rq->resp.psn, rq->resp.msn, rq_count(T.rc));
+
+	/* a duplicate: acknowledged again, not executed */
+	snap();
+	mk(UR_OPC_WRITE_ONLY, qpn_of(T.rc), PSN0 + 2, 16);
+	ur_reth_set(&P, T.va[M_ALL] + 256, T.key[M_ALL], 16);
+	send_p();
+	CHECK(expect_reply(ACK_OK, PSN0 + 3, 0, "duplicate") && QPC(T.rc, dup_req) == dup + 1 &&
+		  DEV(rx_fast) - f0 == 4 && mem_same("duplicate"),
+	      "a duplicate WRITE ONLY: the general steps");
+	/* after a gap: one sequence NAK */
+	mk(UR_OPC_SEND_ONLY, qpn_of(T.rc), PSN0 + 6, 16);
+	send_p();
+	CHECK(expect_reply(NAK(UR_NAK_PSN_SEQ_ERR), PSN0 + 4, 0, "gap") &&
+		  QPC(T.rc, oos_req) == oos + 1 && DEV(rx_fast) - f0 == 4 && mem_same("gap"),
+	      "a SEND ONLY after a gap: the general steps");
+	/* the last receive WQE, then none: RNR NAK */
+	mk(UR_OPC_SEND_ONLY, qpn_of(T.rc), PSN0 + 4, 16);
+	send_p();
+	CHECK(expect_reply(ACK_OK, PSN0 + 4, 0, "last WQE") && DEV(rx_fast) - f0 == 5,
+	      "the last receive WQE taken on the path");
+	mk(UR_OPC_SEND_ONLY, qpn_of(T.rc), PSN0 + 5, 16);
+	send_p();
+	CHECK(expect_reply((int)(UR_AETH_RNR_NAK | 1), PSN0 + 5, 0, "no WQE") &&
+		  QPC(T.rc, rnr_naks_tx) == rnr + 1 && DEV(rx_fast) - f0 == 5 &&
+		  qp_state(T.rc) == IBV_QPS_RTS,
+	      "a SEND ONLY with no receive posted: RNR NAK");
+	post_recvs(T.rc, 0, RBUF / 2);
+	send_p();
+	CHECK(expect_reply(ACK_OK, PSN0 + 5, 0, "after the RNR") && DEV(rx_fast) - f0 == 6,
+	      "sent again once a receive is posted: on the path");
+	drain_cqs();
+
+	/* longer than the receive buffer: invalid request, QP in ERR */
+	fresh(T.rc, ACC_ALL);
+	f0 = DEV(rx_fast);
+	mk(UR_OPC_SEND_ONLY, qpn_of(T.rc), PSN0, RBUF / 2 + 1);
+	send_p();
+	n = poll_all(T.cq, wc, 8);
+	CHECK(expect_reply(NAK(UR_NAK_INVALID_REQ), PSN0, 0, "SEND too long") &&
+		  DEV(rx_fast) == f0 && n >= 1 && wc[0].status == IBV_WC_LOC_LEN_ERR &&
+		  qp_state(T.rc) == IBV_QPS_ERR,
+	      "a SEND ONLY longer than its receive buffer: the general steps");
+	/* a bad R_Key: remote access error, QP in ERR */
+	fresh(T.rc, ACC_ALL);
+	mk(UR_OPC_WRITE_ONLY, qpn_of(T.rc), PSN0, 16);
+	ur_reth_set(&P, T.va[M_ALL], 0x5a5a5a5a, 16);
+	send_p();
+	CHECK(expect_reply(NAK(UR_NAK_REM_ACCESS_ERR), PSN0, 0, "bad R_Key") &&
+		  DEV(rx_fast) == f0 && mem_same("bad R_Key") && qp_state(T.rc) == IBV_QPS_ERR,
+	      "a WRITE ONLY with a bad R_Key: the general steps");
+	/* in ERR: dropped */
+	mk(UR_OPC_SEND_ONLY, qpn_of(T.rc), PSN0 + 1, 16);
+	send_p();
+	CHECK(expect_reply(NO_REPLY, 0, 0, "ERR") && DEV(rx_fast) == f0 &&
+		  QPC(T.rc, rx_drop_state) > drop && mem_same("ERR"),
+	      "a QP in ERR drops it");
+	drain_cqs();
+
+	/* the completer: one SEND outstanding, its ACK */
+	f0 = DEV(rx_fast_acks);
+	CHECK(req_start(1, -1) == 1, "one SEND sent");
+	inject_ack(PSN0);
+	n = poll_all(T.cq, wc, 8);
+	CHECK(n == 1 && wc[0].status == IBV_WC_SUCCESS && wc[0].opcode == IBV_WC_SEND &&
+		  DEV(rx_fast_acks) == f0 + 1 && sq->req.una_psn == ((PSN0 + 1) & UR_PSN_MASK) &&
+		  !sq->req.inflight && !sq->req.deadline_ns,
+	      "the ACK of the one SEND outstanding: on the path (%d)", n);
+	/* three outstanding: an ACK of the first is not; then of the rest */
+	post_req_wqes(3, -1);
+	uroce_ep_flush(T.ep);
+	while (!sink_get(&r, 100))
+		;
+	inject_ack(PSN0 + 1);
+	n = poll_all(T.cq, wc, 8);
+	CHECK(n == 1 && DEV(rx_fast_acks) == f0 + 1 && sq->req.inflight == 2 && sq->req.deadline_ns,
+	      "an ACK of one of three: the general steps (%d)", n);
+	inject_ack(PSN0 + 3);
+	n = poll_all(T.cq, wc, 8);
+	CHECK(n == 2 && DEV(rx_fast_acks) == f0 + 1 && !sq->req.inflight,
+	      "an ACK of two: the general steps (%d)", n);
+	/* a NAK of the one outstanding: the general steps, the WQE fails */
+	post_req_wqes(1, -1);
+	uroce_ep_flush(T.ep);
+	while (!sink_get(&r, 100))
+		;
+	inject_resp(UR_OPC_ACK, PSN0 + 4, NAK(UR_NAK_REM_ACCESS_ERR));
+	n = poll_all(T.cq, wc, 8);
+	CHECK(n == 1 && wc[0].status == IBV_WC_REM_ACCESS_ERR && DEV(rx_fast_acks) == f0 + 1,
+	      "a NAK: the general steps (%d)", n);
+	drain_cqs();
+	snap();
+}
+
 /* IBTA 9.7.5.1.1: after a go-back, an ACK is valid up to the most recent
  * PSN ever sent, not just up to the one being resent.  The responder had
  * all 12 packets, their ACK was lost; the timer resends from the first,
@@ -1383,6 +1552,7 @@ int main(void)
 	test_xrc();
 	test_bogus_responses();
 	test_ack_past_go_back();
+	test_fast_path();
 	test_nak_past_read();
 	test_fatal_nak_past_read();
 	test_probe();
