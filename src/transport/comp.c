@@ -766,8 +766,9 @@ void uroce_rcv_piggy(struct uroce_qp *qp, const struct uroce_pkt *req, const uin
 	if ((ext[4] & UR_AETH_TYPE_MASK) == UR_AETH_ACK && ack_one_fits(qp, psn)) {
 		uroce_qp_count(qp, piggy_rx, 1);
 		if (qp->sk && (req->bth[4] & UR_BTH4_SACK))
-			qp->sk->peer_resp = true; /* uroce_sack_rx */
-		qp->piggy_peer = true;		  /* UR_BTH4_PIGGY_OK */
+			qp->sk->peer_resp = true;	      /* uroce_sack_rx */
+		qp->piggy_peer = true;			      /* UR_BTH4_PIGGY_OK */
+		qp->req.heard_ns = uroce_ep_rx_clock(qp->ep); /* uroce_rcv_response */
 		ack_one(qp, psn);
 		return;
 	}
