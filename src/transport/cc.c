@@ -348,10 +348,8 @@ void uroce_cc_sent(struct uroce_qp *qp, bool resent)
 
 	if (!sk->cc)
 		return;
-	sk->lf_sent++;
 	sk->lf_resent += resent;
-	if (sk->lf_sent >= CC_LF_PKTS)
-		lf_close(sk);
+	uroce_cc_sent_fresh(qp, 1);
 }
 
 void uroce_cc_sent_fresh(struct uroce_qp *qp, uint32_t n)

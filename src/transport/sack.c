@@ -172,6 +172,28 @@ void uroce_sack_stamp(const struct uroce_qp *qp, uint8_t *bth)
 	bth[8] |= (uint8_t)(qp->sack_epoch & UR_BTH8_EPOCH);
 }
 
+/* psn's slot records this transmission: its number (newer than any
+ * before: RACK) and time; a first transmission also its first time, and
+ * one sent again no longer counts as held. */
+static void tx_record(struct uroce_qp *qp, uint32_t psn, uint64_t now)
+{
+	struct uroce_sack *sk = qp->sk;
+	struct uroce_sack_tx *t = &sk->tx[psn % UR_SACK_WIN];
+
+	if (t->valid && t->psn == psn) {
+		if (t->sacked && sk->nsacked)
+			sk->nsacked--; /* sent again: in the network once more */
+	} else {
+		t->ts0 = now;
+		t->resent = false;
+	}
+	t->psn = psn;
+	t->seq = ++sk->seq;
+	t->ts = now;
+	t->valid = true;
+	t->sacked = false;
+}
+
 void uroce_sack_tx_run(struct uroce_qp *qp, uint32_t psn, uint32_t n)
 {
 	struct uroce_sack *sk = qp->sk;
@@ -181,28 +203,14 @@ void uroce_sack_tx_run(struct uroce_qp *qp, uint32_t psn, uint32_t n)
 	 * not paced (req.c: a run is neither) */
 	uroce_cc_sent_fresh(qp, n);
 	for (uint32_t i = 0; i < n; i++, psn = (psn + 1) & UR_PSN_MASK) {
-		struct uroce_sack_tx *t = &sk->tx[psn % UR_SACK_WIN];
-
-		if (t->valid && t->psn == psn) {
-			if (t->sacked && sk->nsacked)
-				sk->nsacked--;
-		} else {
-			t->ts0 = now;
-			t->resent = false;
-		}
 		if (sk->diag)
 			uroce_sd_sent(qp, now);
-		t->psn = psn;
-		t->seq = ++sk->seq;
-		t->ts = now;
-		t->valid = true;
-		t->sacked = false;
+		tx_record(qp, psn, now);
 	}
 }
 
 void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
-	struct uroce_sack_tx *t;
 	uint64_t now;
 
 	pkt->bth[4] |= UR_BTH4_SACK;
@@ -219,22 +227,11 @@ void uroce_sack_tx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 				   : 1,
 			       now);
 	uroce_sack_stamp(qp, pkt->bth);
-	t = &qp->sk->tx[pkt->psn % UR_SACK_WIN];
-	if (t->valid && t->sacked && t->psn == pkt->psn && qp->sk->nsacked)
-		qp->sk->nsacked--; /* sent again: in the network once more */
-	if (!t->valid || t->psn != pkt->psn) {
-		t->ts0 = now;
-		t->resent = false;
-	}
 	if (pkt->len)
 		uroce_cc_sent(qp, ur_psn_diff(pkt->psn, qp->req.max_psn) < 0);
 	if (qp->sk->diag && ur_psn_diff(pkt->psn, qp->req.max_psn) >= 0)
 		uroce_sd_sent(qp, now);
-	t->psn = pkt->psn;
-	t->seq = ++qp->sk->seq;
-	t->ts = now;
-	t->valid = true;
-	t->sacked = false;
+	tx_record(qp, pkt->psn, now);
 }
 
 /* The slot for pkt, emptied of a stale packet (from before the window
