@@ -563,6 +563,9 @@ struct uroce_qp {
 	struct {
 		uint32_t psn; /* expected PSN */
 		uint32_t msn;
+		/* complete_recv counted the message ending at this packet
+		 * (its ACK may leave before resp_done runs) */
+		bool msn_counted;
 		bool nak_sent;	  /* a PSN sequence NAK is outstanding */
 		bool pull_failed; /* a pull failed: our responses say UR_BTH4_NOPULL */
 		bool in_send;	  /* a multi-packet SEND is in progress */

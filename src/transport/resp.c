@@ -212,6 +212,11 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_pkt *pkt, enum ibv_w
 	 * sends a deferred ACK is listed in src/net/endpoint.c ("ACK
 	 * deferral"). */
 	if (pkt && st == IBV_WC_SUCCESS) {
+		/* The MSN an ACK carries counts the messages
+		 * completed, this one included (resp_done does not count it
+		 * again) */
+		qp->resp.msn = (qp->resp.msn + 1) & 0xffffffu;
+		qp->resp.msn_counted = true;
 		qp->resp.ack_pending = true;
 		qp->resp.ack_psn = pkt->psn;
 		if (pkt->ackreq)
@@ -781,8 +786,9 @@ static void duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 static void resp_done(struct uroce_qp *qp, const struct uroce_pkt *pkt)
 {
 	qp->resp.psn = (pkt->psn + 1) & UR_PSN_MASK;
-	if (pkt->mask & URM_END)
+	if ((pkt->mask & URM_END) && !qp->resp.msn_counted)
 		qp->resp.msn = (qp->resp.msn + 1) & 0xffffffu;
+	qp->resp.msn_counted = false;
 	if (!(qp->resp.acked && qp->resp.acked_psn == pkt->psn)) {
 		qp->resp.ack_pending = true;
 		qp->resp.ack_psn = pkt->psn;

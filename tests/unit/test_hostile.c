@@ -138,6 +138,8 @@ struct reply {
 	int syn; /* AETH syndrome, -1 without AETH */
 };
 
+static uint32_t last_msn; /* the AETH MSN of the last reply that had one */
+
 static int sink_get(struct reply *r, int timeout_ms)
 {
 	uint8_t b[9000];
@@ -154,6 +156,8 @@ static int sink_get(struct reply *r, int timeout_ms)
 	r->psn = p.psn;
 	r->paylen = p.paylen;
 	r->syn = (p.mask & URM_AETH) ? ur_aeth_syn(&p) : -1;
+	if (p.mask & URM_AETH)
+		last_msn = ur_aeth_msn(&p);
 	return 0;
 }
 
@@ -1066,20 +1070,24 @@ static void test_fast_path(void)
 	f0 = DEV(rx_fast);
 	mk(UR_OPC_SEND_ONLY, qpn_of(T.rc), PSN0, 16);
 	send_p();
-	CHECK(expect_reply(ACK_OK, PSN0, 0, "SEND_ONLY"), "SEND ONLY acknowledged");
+	CHECK(expect_reply(ACK_OK, PSN0, 0, "SEND_ONLY") && last_msn == 1,
+	      "SEND ONLY acknowledged, MSN 1 (%u)", last_msn);
 	mk(UR_OPC_SEND_ONLY_IMM, qpn_of(T.rc), PSN0 + 1, 8);
 	ur_immdt_set_raw(&P, htobe32(0x11223344u));
 	send_p();
-	CHECK(expect_reply(ACK_OK, PSN0 + 1, 0, "SEND_ONLY_IMM"), "SEND ONLY IMM acknowledged");
+	CHECK(expect_reply(ACK_OK, PSN0 + 1, 0, "SEND_ONLY_IMM") && last_msn == 2,
+	      "SEND ONLY IMM acknowledged, MSN 2 (%u)", last_msn);
 	mk(UR_OPC_WRITE_ONLY, qpn_of(T.rc), PSN0 + 2, 16);
 	ur_reth_set(&P, T.va[M_ALL] + 64, T.key[M_ALL], 16);
 	send_p();
-	CHECK(expect_reply(ACK_OK, PSN0 + 2, 0, "WRITE_ONLY"), "WRITE ONLY acknowledged");
+	CHECK(expect_reply(ACK_OK, PSN0 + 2, 0, "WRITE_ONLY") && last_msn == 3,
+	      "WRITE ONLY acknowledged, MSN 3 (%u)", last_msn);
 	mk(UR_OPC_WRITE_ONLY_IMM, qpn_of(T.rc), PSN0 + 3, 0);
 	ur_reth_set(&P, T.va[M_ALL], T.key[M_ALL], 0);
 	ur_immdt_set_raw(&P, htobe32(0x55667788u));
 	send_p();
-	CHECK(expect_reply(ACK_OK, PSN0 + 3, 0, "WRITE_ONLY_IMM"), "WRITE ONLY IMM acknowledged");
+	CHECK(expect_reply(ACK_OK, PSN0 + 3, 0, "WRITE_ONLY_IMM") && last_msn == 4,
+	      "WRITE ONLY IMM acknowledged, MSN 4 (%u)", last_msn);
 	CHECK(DEV(rx_fast) - f0 == 4, "4 requests on the path (%llu)",
 	      (unsigned long long)(DEV(rx_fast) - f0));
 	n = poll_all(T.cq, wc, 8);
