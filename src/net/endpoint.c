@@ -972,9 +972,15 @@ static void dispatch(struct uroce_ep *ep, uint8_t *data, size_t len, const struc
  *  - UROCE_ACK_DEFER_PKTS packets on one QP, or a recvmmsg batch of
  *    UROCE_ACK_DEFER_BATCH datagrams (a stream: one ACK per batch is cheap
  *    there and the requester's window must keep moving).  A 64 KiB WRITE
- *    (16 packets) may still wait: a smaller bound let ib_write_lat's peer
- *    complete early and cost 2 ms per iteration. */
-enum { UROCE_ACK_DEFER_BATCH = 8, UROCE_ACK_DEFER_PKTS = 64 };
+ *    may still wait, at RoCE MTU 4096 (16 packets) and at 1024 (64, a
+ *    veth or Ethernet MTU of 1500): a smaller bound let ib_write_lat's
+ *    peer complete early and turn to spinning on memory, leaving the
+ *    reply to its progress thread's look - 2 ms per iteration at 16
+ *    packets on loopback, 223-2,292 us typical (median 260) at 64 across
+ *    veth where 128 gives 109-233 (median 130; docs/latency.md,
+ *    "Session 21").  The requester asks every UROCE_ACKREQ_EVERY (64)
+ *    packets, and its window (256-512) is at least twice this bound. */
+enum { UROCE_ACK_DEFER_BATCH = 8, UROCE_ACK_DEFER_PKTS = 128 };
 
 static __thread bool deferring_acks;
 

@@ -146,6 +146,50 @@ static void test_flush_points(void)
 	CHECK(a_completes_within(2000, 15), "destroy_qp sends the ACK");
 }
 
+/* A 64 KiB SEND at MTU 1024 is 64 packets: read in B's polls, its ACK
+ * still waits for B's reply (UROCE_ACK_DEFER_PKTS, endpoint.c) - acknowledged
+ * at once, A's send completed before the reply came, and ib_write_lat's peer
+ * then left it to its progress thread's look (docs/latency.md, "Session
+ * 21").  A round whose packets B read 8 datagrams at a time (A or B
+ * descheduled meanwhile: a stream's batch, acknowledged at once by design)
+ * shows nothing; with a bound of 64 no round can wait, so up to 5 are run
+ * until one does. */
+static void test_long_message(void)
+{
+	struct ibv_sge sge = {
+	    .addr = (uintptr_t)B->buf + 65536, .length = 65536, .lkey = B->mr->lkey};
+	struct ibv_recv_wr wr = {.sg_list = &sge, .num_sge = 1}, *bad;
+	bool waited = false;
+
+	/* A's whole window at once: not slow start's 16 packets, whose ACKs
+	 * B's 20 us rule would send while the rest waits */
+	setenv("UROCE_CC", "0", 1);
+	pair_create(&H, &H.o);
+	unsetenv("UROCE_CC");
+	uroce_progress_stop(to_uctx(B->ctx));
+	/* one message acknowledged first (the bound counts from B's last ACK) */
+	b_receives(29);
+	post_recv1(A, 29);
+	post_send1(B, 29, 64);
+	CHECK(a_completes_within(2000, 29) && got_wc(A->rcq, 29, 2000, "A's receive") &&
+		  got_wc(B->scq, 29, 2000, "B's reply"),
+	      "a first exchange");
+	for (uint64_t id = 30; id < 40 && !waited; id += 2) {
+		wr.wr_id = id;
+		CHECK(!ibv_post_recv(B->qp, &wr, &bad), "post_recv 64 KiB");
+		post_send1(A, id, 65536);
+		CHECK(got_wc(B->rcq, id, WAIT_MS, "responder"), "B receives the 64-packet SEND");
+		waited = !got_wc(A->scq, id, 20, "requester (expected to wait)");
+		post_recv1(A, id + 1);
+		post_send1(B, id + 1, 64);
+		if (waited)
+			CHECK(a_completes_within(2000, id), "the reply's post sends the ACK");
+		CHECK(got_wc(A->rcq, id + 1, 2000, "A's receive"), "A receives the reply");
+		CHECK(got_wc(B->scq, id + 1, 2000, "B's reply"), "B's reply completes");
+	}
+	CHECK(waited, "the last packet's ACK waits while B is busy elsewhere (5 rounds)");
+}
+
 /* A responder process that exits as soon as it has its completion. */
 static void test_exit(void)
 {
@@ -199,6 +243,7 @@ int main(void)
 	H.o.retry_cnt = 3;
 	test_progress_engine();
 	test_flush_points();
+	test_long_message();
 	test_exit();
 	harness_close(&H);
 	return finish("test_ackdefer");
