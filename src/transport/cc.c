@@ -80,22 +80,6 @@
  * round trip (UROCE_CC_CUBIC_C, UROCE_CC_CUBIC_BETA /1024). */
 #define CC_CUBIC_C    500000.0
 #define CC_CUBIC_BETA 870u /* / 1024 */
-/* The rate-based competitor mode (session 21; UROCE_CC_COMPETE=1, off
- * by default): in loss mode, once a loss with a long queue shows the
- * queue filler still there, the flow paces at its delivery-rate estimate
- * (the max of the last UROCE_CC_BW_RTTS round trips' samples) times a
- * gain cycle of one round trip a phase - probe 5/4, drain 3/4, six
- * cruising at 1 (BBR's) - with a window of CC_CM_CWND_GAIN x the
- * estimate x srtt, and does not decrease on losses but for a round trip
- * that resent more than CC_CM_LOSS / 1024 of its packets
- * (UROCE_CC_COMPETE_LOSS, per mille): the estimate then x CC_CM_BETA.
- * It leaves the mode when the delay drains (CC_LOW_EXIT samples in a row
- * at the target), on a timeout, and with loss mode. */
-#define CC_CM_CWND_GAIN 2u
-#define CC_CM_LOSS	205u /* / 1024: 20% */
-#define CC_CM_BETA	0.85
-#define CC_CM_PHASES	8u
-static const uint32_t cm_gain[CC_CM_PHASES] = {5, 3, 4, 4, 4, 4, 4, 4}; /* / 4 */
 
 void uroce_cc_init(struct uroce_qp *qp)
 {
@@ -151,19 +135,6 @@ void uroce_cc_init(struct uroce_qp *qp)
 	qp->sk->lf_sent = qp->sk->lf_resent = 0;
 	qp->sk->loss_frac_on = false;
 	qp->sk->pace_ns = 0;
-	e = getenv("UROCE_PACE_CREDIT_US");
-	qp->sk->pace_credit_ns = e && atoi(e) > 0 ? (uint64_t)atoi(e) * 1000 : 0;
-	e = getenv("UROCE_CC_COMPETE");
-	qp->sk->compete = e && strcmp(e, "0");
-	e = getenv("UROCE_CC_COMPETE_LOSS");
-	qp->sk->cm_loss =
-	    e && atoi(e) > 0 && atoi(e) <= 1000 ? (uint32_t)atoi(e) * 1024u / 1000u : CC_CM_LOSS;
-	qp->sk->cm_on = qp->sk->dr_due = false;
-	qp->sk->dr_acked = qp->sk->dr_out = qp->sk->bw_i = qp->sk->cm_phase = 0;
-	qp->sk->rnd_sent = qp->sk->rnd_resent = 0;
-	qp->sk->prev_rate = 0;
-	qp->sk->dr_t0 = 0;
-	memset(qp->sk->bw, 0, sizeof(qp->sk->bw));
 }
 
 /* The cube root of x >= 0 (Newton's, from above; no libm), to 1e-9. */
@@ -255,98 +226,6 @@ static void cubic_acked(struct uroce_sack *sk, uint32_t n, uint64_t srtt_ns, uin
 	sk->cwnd += add;
 }
 
-/* The competitor mode's delivery-rate estimate, packets/s: the max of the
- * last UROCE_CC_BW_RTTS round trips' samples (0: none yet). */
-static double cm_bw(const struct uroce_sack *sk)
-{
-	double m = 0;
-
-	for (uint32_t i = 0; i < UROCE_CC_BW_RTTS; i++)
-		if (sk->bw[i] > m)
-			m = sk->bw[i];
-	return m;
-}
-
-/* One round trip over at now, out packets shown held or placed ahead of
- * una: its delivery-rate sample - the packets delivered since the last,
- * per second: una's advance and the change in those shown held (a hole
- * filled moves una past packets counted when their selective ACK came;
- * una alone jumps by a window then, and the first version's estimate,
- * una's advance, averaged 186 MB/s on a link of 125) - into the
- * estimate's window;
- * in the competitor mode, a round trip that resent more than cm_loss of
- * its packets (heavy loss: more than the queue filler's drops) takes the
- * estimate down by CC_CM_BETA, and the gain cycle moves on a phase. */
-static void cm_round(struct uroce_sack *sk, uint32_t out, uint64_t srtt_ns, uint64_t now)
-{
-	int64_t d = (int64_t)sk->dr_acked + (int64_t)out - (int64_t)sk->dr_out;
-
-	/* a round trip's worth at least: samples come once per round trip,
-	 * but two can be close together, and a batch of ACKs in a short
-	 * interval is no rate (the second version, closing at every sample:
-	 * 207 MB/s mean) */
-	if (sk->dr_t0 && now - sk->dr_t0 < srtt_ns)
-		return;
-	/* at most the rate at which packets were sent (for the first time)
-	 * the round trip before, whose packets these mostly are: a
-	 * receiver's thread kept off the CPU acknowledges two round trips'
-	 * worth in one, and that is no rate either (BBR: the longer of the
-	 * send and the ACK interval; the fourth version, without it: 95 MB/s
-	 * mean on a link of 125; the fifth, bounded by the packets sent the
-	 * round before whatever its length, 67-92) */
-	if (sk->dr_t0 && now > sk->dr_t0) {
-		double r = d > 0 ? (double)d * 1e9 / (double)(now - sk->dr_t0) : 0;
-
-		sk->bw[sk->bw_i % UROCE_CC_BW_RTTS] = r < sk->prev_rate ? r : sk->prev_rate;
-		sk->bw_i++;
-		sk->prev_rate =
-		    (double)(sk->rnd_sent - sk->rnd_resent) * 1e9 / (double)(now - sk->dr_t0);
-	}
-	sk->dr_t0 = now;
-	sk->dr_acked = 0;
-	sk->dr_out = out;
-	if (sk->cm_on) {
-		sk->ccst.cm_samples++;
-		sk->ccst.cm_bw_sum += cm_bw(sk);
-		if (sk->rnd_sent &&
-		    (uint64_t)sk->rnd_resent * 1024 > (uint64_t)sk->rnd_sent * sk->cm_loss) {
-			for (uint32_t i = 0; i < UROCE_CC_BW_RTTS; i++)
-				sk->bw[i] *= CC_CM_BETA;
-			sk->ccst.cm_heavy++;
-		}
-		sk->cm_phase = (sk->cm_phase + 1) % CC_CM_PHASES;
-	}
-	sk->rnd_sent = sk->rnd_resent = 0;
-}
-
-/* The competitor mode's window: CC_CM_CWND_GAIN x the estimate x srtt
- * (BBR's two bandwidth-delay products: the pacer, not the window, sets
- * the rate), at least CC_INIT_PKTS, at most UROCE_CM_WINDOW (rc_cwnd).
- * Unchanged while there is no estimate. */
-static void cm_window(struct uroce_sack *sk, uint64_t srtt_ns)
-{
-	double w = CC_CM_CWND_GAIN * cm_bw(sk) * (double)srtt_ns / 1e9;
-
-	if (!cm_bw(sk) || !srtt_ns)
-		return;
-	if (w < CC_INIT_PKTS)
-		w = CC_INIT_PKTS;
-	if (w > UROCE_CM_WINDOW)
-		w = UROCE_CM_WINDOW;
-	sk->cwnd = (uint32_t)(w * 1024);
-}
-
-/* The competitor mode ends (the delay drained, a timeout, loss mode
- * over): loss mode's law goes on from the window there is. */
-static void cm_leave(struct uroce_sack *sk, uint64_t now)
-{
-	if (!sk->cm_on)
-		return;
-	sk->cm_on = false;
-	if (sk->cubic)
-		cubic_epoch(sk, sk->cwnd, sk->cwnd, now);
-}
-
 /* A round trip sample (one per round trip, never of a resent packet).
  * Delay mode: above the target - in this sample and the one before, so
  * that one descheduled peer (CPU, not a queue) does not count - a
@@ -365,7 +244,6 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 
 	if (!sk || !sk->cc)
 		return;
-	sk->dr_due = true; /* cm_round, at the next acknowledgement */
 	if (!sk->base_rtt_ns || rtt_ns < sk->base_rtt_ns)
 		sk->base_rtt_ns = rtt_ns;
 	prev = sk->last_rtt_ns ? sk->last_rtt_ns : rtt_ns;
@@ -381,10 +259,6 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 		sk->low_rtts = rtt_ns <= target ? sk->low_rtts + 1 : 0;
 		if (sk->quiet_rtts < UINT32_MAX)
 			sk->quiet_rtts++;
-		/* the competitor mode ends when the delay drains: the queue
-		 * filler gave the queue up, or it is gone */
-		if (sk->low_rtts >= CC_LOW_EXIT)
-			cm_leave(sk, uroce_now_ns());
 		/* the queue gone for a moment is not the queue filler gone: a
 		 * TCP flow's queue drains after each of its decreases, and
 		 * the delay law, back in charge, yielded the link to it again
@@ -393,7 +267,6 @@ void uroce_cc_rtt(struct uroce_qp *qp, uint64_t rtt_ns)
 		 * loss-based competitor: competitive while one is seen - no
 		 * overflow for CC_QUIET round trips */
 		if (sk->low_rtts >= CC_LOW_EXIT && sk->quiet_rtts >= sk->quiet_need) {
-			cm_leave(sk, uroce_now_ns());
 			sk->loss_mode = false;
 			sk->run_cwnd = 0;
 			if (sk->cwnd > rc_free_wmax(qp) << 10)
@@ -476,7 +349,6 @@ void uroce_cc_sent(struct uroce_qp *qp, bool resent)
 	if (!sk->cc)
 		return;
 	sk->lf_resent += resent;
-	sk->rnd_resent += resent;
 	uroce_cc_sent_fresh(qp, 1);
 }
 
@@ -486,7 +358,6 @@ void uroce_cc_sent_fresh(struct uroce_qp *qp, uint32_t n)
 
 	if (!sk->cc)
 		return;
-	sk->rnd_sent += n;
 	while (n) { /* as n calls of uroce_cc_sent(qp, false) */
 		uint32_t k = CC_LF_PKTS - sk->lf_sent < n ? CC_LF_PKTS - sk->lf_sent : n;
 
@@ -509,19 +380,6 @@ void uroce_cc_acked(struct uroce_qp *qp, uint32_t n)
 
 	if (!sk || !sk->cc || !n)
 		return;
-	/* a round trip's end, taken here, before this acknowledgement: the
-	 * sample itself comes in the middle of one (comp.c: una moved, the
-	 * packets held it passed not yet uncounted - each a spike of the
-	 * estimate, the third version's 112 MB/s mean on a link of 125) */
-	if (sk->dr_due) {
-		sk->dr_due = false;
-		cm_round(sk, sk->nsacked + sk->nplaced, qp->req.srtt_ns, uroce_now_ns());
-	}
-	sk->dr_acked += n;
-	if (sk->cm_on) { /* the window follows the rate estimate */
-		cm_window(sk, qp->req.srtt_ns);
-		return;
-	}
 	w = sk->cwnd >> 10;
 	if (sk->slow_start)
 		sk->cwnd += n << 10; /* doubling per round trip */
@@ -542,7 +400,6 @@ void uroce_cc_timeout(struct uroce_qp *qp)
 
 	if (!sk || !sk->cc)
 		return;
-	cm_leave(sk, uroce_now_ns());
 	sk->cwnd /= 2;
 	if (sk->cubic) /* a new epoch from the halved window */
 		cubic_epoch(sk, sk->cwnd * 2, sk->cwnd, uroce_now_ns());
@@ -577,18 +434,6 @@ bool uroce_cc_loss(struct uroce_qp *qp)
 		return false;
 	sk->slow_start = false;
 	sk->quiet_rtts = 0; /* an overflow: a queue filler may be there */
-	if (sk->loss_mode && sk->compete) {
-		/* the queue stayed while we yielded (the yield rule) and still
-		 * overflows: a competitor that does not yield.  Compete at the
-		 * rate delivered, not by a window that each loss cuts */
-		if (!sk->cm_on) {
-			sk->cm_on = true;
-			sk->cm_phase = 2; /* cruising: probe after a round trip */
-			sk->ccst.cm_entries++;
-			cm_window(sk, qp->req.srtt_ns);
-		}
-		return false;
-	}
 	if (sk->recover_on && ur_psn_diff(qp->req.una_psn, sk->recover_psn) < 0)
 		return false; /* the same episode */
 	now = uroce_now_ns();
@@ -650,17 +495,6 @@ uint64_t uroce_cc_pace_gap(const struct uroce_qp *qp)
 
 	if (!sk || !sk->cc || !sk->peer_resp || !sk->pace_quantum_ns || !qp->req.srtt_ns || !w)
 		return 0;
-	if (sk->cm_on && cm_bw(sk) > 0) {
-		/* the competitor mode: the estimate x the phase's gain */
-		g = (uint64_t)(4e9 / (cm_bw(sk) * cm_gain[sk->cm_phase]));
-		/* at least CC_INIT_PKTS per round trip: an estimate from
-		 * rounds that delivered next to nothing would pace slower
-		 * still, and with nothing in flight no timeout ends it (the
-		 * first version: a flow stalled for the bench's 40 s) */
-		if (g > qp->req.srtt_ns / CC_INIT_PKTS)
-			g = qp->req.srtt_ns / CC_INIT_PKTS;
-		return sk->pace_comp ? g * (1024 - sk->pl_frac) / 1024 : g;
-	}
 	/* at pace_gain/100 of the window's rate (pace_gain_hi while few
 	 * packets are resent: loss_low), twice it in slow start */
 	g = sk->slow_start
@@ -710,8 +544,7 @@ uint64_t uroce_cc_pace_burst(const struct uroce_qp *qp)
  * packet: outside loss mode neither a division nor a clock read. */
 bool uroce_cc_pacing(const struct uroce_qp *qp)
 {
-	return qp->sk && qp->sk->loss_mode &&
-	       (qp->sk->cm_on || qp->sk->pace_gain_hi || !loss_low(qp->sk));
+	return qp->sk && qp->sk->loss_mode && (qp->sk->pace_gain_hi || !loss_low(qp->sk));
 }
 
 bool uroce_cc_pace_ok(struct uroce_qp *qp, uint64_t now)
@@ -760,11 +593,8 @@ void uroce_cc_paced(struct uroce_qp *qp, uint32_t n, uint64_t now)
 		if (sk->pace_comp)
 			pace_lost(sk, sk->pace_ns < now ? now - sk->pace_ns : 0, now);
 	}
-	/* UROCE_PACE_CREDIT_US (session 21, a bench knob, 0 by default): a
-	 * late wake-up keeps up to that much of the schedule it lost, sent
-	 * in its burst */
-	if (sk->pace_ns + sk->pace_credit_ns < now)
-		sk->pace_ns = now - sk->pace_credit_ns;
+	if (sk->pace_ns < now)
+		sk->pace_ns = now;
 	sk->pace_ns += g * n;
 }
 
@@ -804,15 +634,6 @@ void uroce_cc_log(const struct uroce_qp *qp)
 			100.0 * (double)sk->ccst.lf_sum / 65536.0 / (double)sk->ccst.lf_looks,
 			(unsigned long long)sk->ccst.lf_looks, 100.0 * sk->low_loss / 65536.0,
 			(unsigned long long)sk->ccst.lf_low);
-	if (sk->ccst.cm_entries)
-		ur_info("qp %u cc compete: entered %llu times%s, %llu round trips in it, rate "
-			"estimate %.1f MB/s mean, %llu heavy-loss rounds",
-			qp->ibqp.qp_base.qp_num, (unsigned long long)sk->ccst.cm_entries,
-			sk->cm_on ? " (in it)" : "", (unsigned long long)sk->ccst.cm_samples,
-			sk->ccst.cm_samples
-			    ? sk->ccst.cm_bw_sum / (double)sk->ccst.cm_samples * 1024.0 / 1e6
-			    : 0.0,
-			(unsigned long long)sk->ccst.cm_heavy);
 	if (sk->ccst.paced && sk->ccst.pace_late_n)
 		ur_info("qp %u cc pacing: mean gap %llu ns, srtt %llu us at holds; resumed %llu ns "
 			"after due (%llu), after the burst's credit %llu times, %.1f ms in all",

@@ -36,13 +36,6 @@ extern uint32_t uroce_window, uroce_window_bytes;
  * uroce_window, which caps it again when the mode ends. */
 #define UROCE_LOSS_WINDOW 256u
 
-/* The competitor mode's delivery-rate estimate: the max of the samples of
- * this many round trips (cc.c; BBR's bandwidth filter). */
-#define UROCE_CC_BW_RTTS 10u
-/* and its window's cap (cc.c): what the SACK span allows, the pacer being
- * what sets the rate there */
-#define UROCE_CM_WINDOW (UR_SACK_WIN / 2)
-
 /* The window against a peer without selective repeat (rc_peer_window). */
 #define UROCE_GBN_WINDOW 256u
 
@@ -278,8 +271,7 @@ struct uroce_sack {
 	/* pacing (cc.c): when the next packet is due at the window's rate,
 	 * the burst that may go ahead of it (0: no pacing) */
 	uint64_t pace_ns, pace_quantum_ns;
-	uint64_t pace_credit_ns; /* lost schedule a late wake-up keeps */
-	uint32_t pace_gain;	 /* the rate against the window's, percent */
+	uint32_t pace_gain; /* the rate against the window's, percent */
 	/* UROCE_PACE_COMP=1 (cc.c): the share of the pacer's schedule that
 	 * late wake-ups lost (/ 1024, smoothed), measured over periods from
 	 * pl_t0, and the rate raised by as much */
@@ -305,19 +297,6 @@ struct uroce_sack {
 	 * competes with the larger increase and pacing gain */
 	uint32_t lf_sent, lf_resent, loss_frac, low_loss, loss_ai_hi, pace_gain_hi;
 	bool loss_frac_on;
-	/* loss mode's rate-based competitor mode (UROCE_CC_COMPETE=1, cc.c,
-	 * docs/selective-repeat.md "Session 21"): the packets acknowledged
-	 * since dr_t0 and the packets then shown held or placed (one
-	 * delivery-rate sample per round trip), the last
-	 * UROCE_CC_BW_RTTS samples (packets/s) whose max is the estimate;
-	 * the packets sent and resent this round trip (a heavy-loss round:
-	 * more than cm_loss / 1024 resent), the rate at which the one before
-	 * sent fresh ones (a sample's bound, packets/s); cm_on: in the mode, cm_phase its
-	 * gain cycle's phase */
-	bool compete, cm_on, dr_due;
-	uint32_t dr_acked, dr_out, bw_i, cm_phase, cm_loss, rnd_sent, rnd_resent;
-	uint64_t dr_t0;
-	double bw[UROCE_CC_BW_RTTS], prev_rate;
 	/* reordering (sack.c): the newest transmission a selective ACK
 	 * showed arrived (seq, send time, the highest PSN held), its round
 	 * trip; the reordering window's steps (RACK); the first hole resent
@@ -342,10 +321,6 @@ struct uroce_sack {
 		/* the packets in the network (rc_pipe) at each round-trip
 		 * sample: how much of the window a flow fills */
 		uint64_t pipe_sum;
-		/* the competitor mode: entered, round trips in it, heavy-loss
-		 * rounds, the estimate summed over those round trips */
-		uint64_t cm_entries, cm_samples, cm_heavy;
-		double cm_bw_sum;
 	} ccst;
 	/* requester: READ responses placed ahead of una (comp.c), how many
 	 * (not in the network: rc_pipe), the highest of them; rd_done: a
@@ -415,14 +390,11 @@ static inline uint32_t rc_cwnd(const struct uroce_qp *qp)
 	if (!qp->sk || !qp->sk->cc || !qp->sk->peer_resp)
 		return w;
 	c = qp->sk->cwnd >> 10;
-	/* in loss mode up to loss_wmax (cc.c) - in its competitor mode
-	 * UROCE_CM_WINDOW - within the endpoint's budget */
+	/* in loss mode up to loss_wmax (cc.c), within the endpoint's budget */
 	if (qp->sk->loss_mode) {
-		uint32_t m = qp->sk->cm_on ? UROCE_CM_WINDOW : qp->sk->loss_wmax;
-
 		w = rc_ep_budget(qp);
-		if (w > m)
-			w = m;
+		if (w > qp->sk->loss_wmax)
+			w = qp->sk->loss_wmax;
 	}
 	return c < w ? c : w;
 }
