@@ -13,6 +13,8 @@
  *   tx        a send (on loopback it includes the delivery into the peer's
  *             socket: the softirq runs in the sender's system call)
  *   turn      read -> next send, user space only
+ *   gap       an empty read -> the next read of the thread (within 20 us):
+ *             the user space of one look of a busy poll
  *   yield     sched_yield (long ones ran another thread on this CPU)
  *
  * Use it on both sides of the same test, uroce and the floor alike:
@@ -39,8 +41,8 @@ struct stat_ {
 	uint32_t v[NSAMP];
 };
 
-static struct stat_ s_rx_ok, s_rx_empty, s_tx, s_turn, s_yield;
-static __thread uint64_t last_rx_end;
+static struct stat_ s_rx_ok, s_rx_empty, s_tx, s_turn, s_yield, s_gap;
+static __thread uint64_t last_rx_end, last_empty_end;
 static double ticks_per_ns;
 
 static int (*r_recvmmsg)(int, struct mmsghdr *, unsigned int, int, struct timespec *);
@@ -112,6 +114,7 @@ __attribute__((destructor)) static void st_fini(void)
 	print("rx_empty", &s_rx_empty);
 	print("tx", &s_tx);
 	print("turn", &s_turn);
+	print("gap", &s_gap);
 	print("yield", &s_yield);
 }
 
@@ -119,11 +122,15 @@ static void rx_done(ssize_t r, uint64_t t0)
 {
 	uint64_t t1 = __rdtsc();
 
+	if (last_empty_end && (double)(t0 - last_empty_end) < ticks_per_ns * 20000)
+		add(&s_gap, t0 - last_empty_end);
+	last_empty_end = 0;
 	if (r > 0) {
 		add(&s_rx_ok, t1 - t0);
 		last_rx_end = t1;
 	} else {
 		add(&s_rx_empty, t1 - t0);
+		last_empty_end = t1;
 	}
 }
 

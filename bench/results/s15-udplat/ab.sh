@@ -1,5 +1,7 @@
 #!/bin/bash
 # ab.sh OUTFILE MODE REPS "TESTS" NAME=UROCE_BIN ... ; env EXTRA_ENV="K=V ..." for all runs
+# FLOORS="none unconn ...": the floor once per `udp_pingpong -o` list each rep, order rotated
+# (session 21); UDPPP: the udp_pingpong binary (default /tmp/udplat/udp_pingpong)
 # MODE: lo | veth.  TESTS: read5000 read100 atomic5000 atomic100 send write
 out=$1 mode=$2 reps=$3 tests=$4; shift 4
 trees=("$@")
@@ -25,13 +27,15 @@ wait_listen() { # port pid
 		kill -0 $2 2>/dev/null || return 1; sleep 0.05
 	done; return 1
 }
-floor() {
+UDPPP=${UDPPP:-/tmp/udplat/udp_pingpong}
+floor() { # [udp_pingpong -o list]
 	PORT=$((PORT + 1))
-	local ps=() pc=()
+	local ps=() pc=() o=()
 	[[ -n $PIN ]] && ps=(taskset -c 0) pc=(taskset -c 1)
-	"${PRE_S[@]}" "${ps[@]}" timeout 30 /tmp/udplat/udp_pingpong server -b $ADDR -p $PORT -i 5 >/dev/null 2>&1 &
+	[[ -n $1 ]] && o=(-o $1)
+	"${PRE_S[@]}" "${ps[@]}" timeout 30 $UDPPP server -b $ADDR -p $PORT -i 5 "${o[@]}" >/dev/null 2>&1 &
 	local sp=$!; sleep 0.1
-	"${PRE_C[@]}" "${pc[@]}" timeout 20 /tmp/udplat/udp_pingpong client -H $ADDR -p $PORT -s 2 -n 5000 -w 1000 -T 1 2>&1 |
+	"${PRE_C[@]}" "${pc[@]}" timeout 20 $UDPPP client -H $ADDR -p $PORT -s 2 -n 5000 -w 1000 -T 1 "${o[@]}" 2>&1 |
 		sed -n 's/.*median_us=\([^ ]*\).*/\1/p'
 	wait $sp 2>/dev/null
 }
@@ -63,7 +67,16 @@ one() { # tree-name bin[@K=V,K=V] test rep
 }
 echo "# $(date -u +%T) start load $(cut -d' ' -f1-3 /proc/loadavg) mode $mode trees ${trees[*]} env $EXTRA_ENV pin ${PIN:-no}" >>$out
 for ((r = 1; r <= reps; r++)); do
-	echo "rep $r floor $(floor)" >>$out
+	if [[ -n $FLOORS ]]; then
+		fv=($FLOORS) line="rep $r floor"
+		for ((k = 0; k < ${#fv[@]}; k++)); do
+			v=${fv[$(((k + r - 1) % ${#fv[@]}))]}
+			line+=" $v=$(floor $v)"
+		done
+		echo "$line" >>$out
+	else
+		echo "rep $r floor $(floor)" >>$out
+	fi
 	for t in $tests; do
 		line="rep $r $t"
 		n=${#trees[@]}
