@@ -212,9 +212,9 @@ static void complete_recv(struct uroce_qp *qp, struct uroce_pkt *pkt, enum ibv_w
 	 * sends a deferred ACK is listed in src/net/endpoint.c ("ACK
 	 * deferral"). */
 	if (pkt && st == IBV_WC_SUCCESS) {
-		/* The MSN an ACK carries counts the messages
-		 * completed, this one included (resp_done does not count it
-		 * again) */
+		/* The MSN an ACK carries counts the messages completed,
+		 * this one included: it may leave below, before resp_done
+		 * (which then does not count it again) */
 		qp->resp.msn = (qp->resp.msn + 1) & 0xffffffu;
 		qp->resp.msn_counted = true;
 		qp->resp.ack_pending = true;
